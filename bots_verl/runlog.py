@@ -1,0 +1,144 @@
+"""The run-log layout shared by real verl runs, the simulator and ``analysis/`` (format version 1).
+
+One directory per run::
+
+    <run_dir>/meta.json       what the run was: {"format": "bots-verl-run", "version": 1, "run_id", "source",
+                              "domain", "model", "method", "seed", "hparams", "total_steps", "created", "extra"}
+    <run_dir>/metrics.jsonl   one line per logged step, exactly verl's ``file`` tracking backend
+                              (``verl.utils.tracking.FileLogger``): {"step": int, "data": {metric: number, ...}}
+
+A real run gets ``metrics.jsonl`` from verl itself (``trainer.logger=[console,file]`` with
+``VERL_FILE_LOGGER_PATH=<run_dir>/metrics.jsonl``) and ``meta.json`` from our entry point; the simulator writes both
+with :class:`RunWriter`.
+
+Metric names follow verl's tracking:
+
+- ``val-core/<data_source>/acc/mean@<n>``: held-out accuracy (verl's validation); the simulator uses the data source
+  ``sim-<domain>``.
+- ``bots/...``: selector and batch statistics, e.g. ``bots/batch/effective_task_ratio``, ``bots/rollouts`` (rollouts
+  spent this step), ``bots/select_ms``, ``bots/update_ms``, ``bots/tasks_ever_selected``,
+  ``bots/implicit/capability_mu``, ``bots/posterior/ess_avg``.
+- ``timing_s/step``: wall-clock seconds of the step (verl's; real runs only).
+
+This module uses the standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = ["FORMAT", "VERSION", "RunWriter", "read_meta", "iter_metrics", "write_meta"]
+
+FORMAT = "bots-verl-run"
+VERSION = 1
+META_FILE = "meta.json"
+METRICS_FILE = "metrics.jsonl"
+META_KEYS = ("run_id", "source", "domain", "model", "method", "seed", "hparams", "total_steps", "extra")
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON for numpy scalars and non-finite floats (written as null)."""
+    if hasattr(value, "item") and callable(value.item):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def write_meta(run_dir: str | os.PathLike, **meta: Any) -> Path:
+    """Write ``meta.json`` atomically (temp file + rename) and return its path.
+
+    Args:
+        run_dir: the run's directory (created if missing).
+        **meta: ``run_id, source, domain, model, method, seed, hparams, total_steps, extra``; unknown keys are an
+            error so that typos do not silently vanish.
+    """
+    unknown = set(meta) - set(META_KEYS)
+    if unknown:
+        raise ValueError(f"unknown meta keys {sorted(unknown)}; allowed: {list(META_KEYS)}")
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    record = {"format": FORMAT, "version": VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    record.update({k: meta.get(k) for k in META_KEYS})
+    record["hparams"] = record["hparams"] or {}
+    record["extra"] = record["extra"] or {}
+    path = run_dir / META_FILE
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=_jsonable) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def read_meta(run_dir: str | os.PathLike) -> dict[str, Any]:
+    """Read and check ``meta.json``.
+
+    Raises:
+        ValueError: if it is missing, not this format, or a newer version.
+    """
+    path = Path(run_dir) / META_FILE
+    if not path.is_file():
+        raise ValueError(f"{run_dir}: no {META_FILE}")
+    meta = json.loads(path.read_text())
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"{path}: not a {FORMAT} file (format={meta.get('format')!r})")
+    if int(meta.get("version", 0)) > VERSION:
+        raise ValueError(f"{path}: format version {meta['version']} is newer than this reader ({VERSION})")
+    return meta
+
+
+def iter_metrics(run_dir: str | os.PathLike):
+    """Yield ``(step, data)`` from ``metrics.jsonl`` in file order; nulls come back as NaN.
+
+    Raises:
+        ValueError: on a missing file or a malformed line (the line number is in the message).
+    """
+    path = Path(run_dir) / METRICS_FILE
+    if not path.is_file():
+        raise ValueError(f"{run_dir}: no {METRICS_FILE}")
+    with path.open() as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                step, data = int(record["step"]), record["data"]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ValueError(f"{path}:{lineno}: malformed metrics line ({exc})") from exc
+            yield step, {k: (math.nan if v is None else v) for k, v in data.items()}
+
+
+class RunWriter:
+    """Writes a run in the layout above: ``meta.json`` at once, then one ``metrics.jsonl`` line per :meth:`log`.
+
+    Lines are flushed as they are written, so a crashed run keeps every step it logged.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike, **meta: Any) -> None:
+        self.run_dir = Path(run_dir)
+        write_meta(self.run_dir, **meta)
+        self._fh: IO[str] | None = (self.run_dir / METRICS_FILE).open("w")
+
+    def log(self, step: int, data: dict[str, Any]) -> None:
+        """Append one step's metrics (numbers; NaN and infinities are written as null)."""
+        if self._fh is None:
+            raise ValueError("RunWriter is closed")
+        line = json.dumps({"step": int(step), "data": {k: _jsonable(v) for k, v in data.items()}})
+        self._fh.write(line + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        """Close the metrics file (idempotent)."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def __enter__(self) -> RunWriter:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

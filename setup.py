@@ -1,0 +1,49 @@
+"""bots-verl: Bayesian Online Task Selection (BOTS) for verl."""
+
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+ROOT = Path(__file__).parent
+
+EXTRAS = {
+    # verl 0.9.1 with what its V1 (TransferQueue) trainer imports; the `verl-core` extra carries ray[default],
+    # TransferQueue, cachetools, fastapi, uvicorn, torchdata, tensordict and hydra-core, named here as well.
+    "verl": [
+        "verl[verl-core]==0.9.1",
+        "ray[default]>=2.41.0",
+        "TransferQueue>=0.1.10",
+        "cachetools",
+        "fastapi",
+        "uvicorn",
+        "torchdata",
+        "tensordict>=0.8.0,<=0.10.0,!=0.9.0",
+        "hydra-core",
+    ],
+    # Rollouts on GPUs: the vLLM version verl 0.9.1 pins in its own `vllm` extra (it brings a CUDA torch).
+    "gpu": ["verl[vllm]==0.9.1", "vllm==0.24.0"],
+    # Symbolic answer checking for the math reward.
+    "math": ["math-verify"],
+    # The simulator's plots and progress bar.
+    "sim": ["matplotlib", "tqdm"],
+    # analysis/: tables, figures and the jupytext notebooks.
+    "analysis": ["matplotlib", "jupytext", "nbclient", "nbformat", "ipykernel"],
+    "test": ["pytest", "pytest-timeout", "hypothesis", "ruff", "transformers", "tokenizers"],
+}
+EXTRAS["all"] = sorted({req for name, reqs in EXTRAS.items() if name != "gpu" for req in reqs})
+
+setup(
+    name="bots-verl",
+    version="0.1.0",
+    description="Bayesian Online Task Selection (BOTS, arXiv 2510.26374) for LLM reinforcement finetuning with verl",
+    long_description=(ROOT / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["bots_verl", "bots_verl.*", "reference_eval", "reference_eval.*", "analysis",
+                                    "analysis.*", "recipes", "recipes.*"]),
+    include_package_data=True,
+    package_data={"bots_verl": ["config/*.yaml"], "recipes": ["*.sh", "*.env", "**/*.sh", "**/*.yaml"]},
+    install_requires=["numpy>=1.24", "pandas", "pyarrow>=19.0.0", "omegaconf"],
+    extras_require=EXTRAS,
+)
