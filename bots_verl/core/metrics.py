@@ -1,23 +1,196 @@
 """Metric functions shared by the selectors, the simulator, the verl integration and ``analysis/``.
 
-One implementation of each metric lives here (numpy only), so a simulated run and a real run are scored the same way.
+One implementation of each metric lives here (numpy and the standard library only), so a simulated run and a real
+run are scored the same way. Definitions follow the paper (arXiv 2510.26374, Sec. 4; see also its reviews):
+
+- **ETR** (effective task ratio): the share of a batch whose rollout group is neither all-wrong nor all-right.
+- **TTB(x)** (time to baseline): the steps a method needs to reach the baseline's (Random's) best-so-far score at
+  ``x`` of the training budget, divided by ``x`` of the budget. Below 1 is faster; NaN means never reached.
+- **BSF(x)** (best so far): the method's best score within the first ``x`` of the budget over the baseline's best
+  within the same steps. Above 1 is better.
+
+Curves are given as ``(steps, values)`` pairs because evaluations are usually sparse (verl's ``trainer.test_freq``);
+"within the first x of the budget" means ``step <= x * total_steps``. NaN values (a failed evaluation) are skipped.
 """
 
 from __future__ import annotations
 
+import math
+from typing import NamedTuple
+
 import numpy as np
 
-__all__ = ["effective_task_ratio"]
+__all__ = [
+    "Interval",
+    "best_so_far",
+    "bsf",
+    "effective_task_ratio",
+    "interval",
+    "paired_interval",
+    "steps_to_reach",
+    "t_quantile",
+    "ttb",
+]
 
 
 def effective_task_ratio(successes: np.ndarray, attempts: np.ndarray) -> float:
     """Share of tasks whose rollout group is neither all-wrong nor all-right (``0 < s < n``).
 
-    Those are the tasks with a nonzero GRPO advantage (paper Sec. 4, "ETR"). With fractional successes the same
-    strict inequalities apply. Returns NaN for an empty batch.
+    Those are the tasks with a nonzero GRPO advantage. With fractional successes the same strict inequalities apply.
+    Returns NaN for an empty batch.
     """
     s = np.asarray(successes, dtype=np.float64)
     n = np.asarray(attempts, dtype=np.float64)
     if s.size == 0:
         return float("nan")
     return float(np.mean((s > 0) & (s < n)))
+
+
+def _curve(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    st = np.asarray(steps, dtype=np.float64)
+    va = np.asarray(values, dtype=np.float64)
+    if st.shape != va.shape or st.ndim != 1:
+        raise ValueError(f"steps and values must be 1-D of equal length, got {st.shape} and {va.shape}")
+    if st.size > 1 and np.any(np.diff(st) <= 0):
+        raise ValueError("steps must be strictly increasing")
+    keep = ~np.isnan(va)
+    return st[keep], va[keep]
+
+
+def best_so_far(values: np.ndarray) -> np.ndarray:
+    """Running maximum, skipping NaN (NaN until the first finite value)."""
+    va = np.asarray(values, dtype=np.float64)
+    filled = np.where(np.isnan(va), -np.inf, va)
+    out = np.maximum.accumulate(filled) if va.size else filled
+    return np.where(np.isneginf(out), np.nan, out)
+
+
+def _best_within(steps: np.ndarray, values: np.ndarray, horizon: float) -> float:
+    st, va = _curve(steps, values)
+    inside = va[st <= horizon + 1e-9]
+    return float(inside.max()) if inside.size else float("nan")
+
+
+def steps_to_reach(steps: np.ndarray, values: np.ndarray, target: float) -> float:
+    """The first step at which ``values`` reaches ``target`` (``>=``); NaN if it never does."""
+    st, va = _curve(steps, values)
+    if not np.isfinite(target):
+        return float("nan")
+    hit = np.flatnonzero(va >= target)
+    return float(st[hit[0]]) if hit.size else float("nan")
+
+
+def ttb(
+    steps: np.ndarray,
+    values: np.ndarray,
+    base_steps: np.ndarray,
+    base_values: np.ndarray,
+    fraction: float,
+    total_steps: float,
+) -> float:
+    """Time to baseline at ``fraction`` of the budget (see the module docstring); NaN if never reached.
+
+    Args:
+        steps, values: the method's evaluation curve.
+        base_steps, base_values: the baseline's (Random's) curve.
+        fraction: the budget fraction, in (0, 1].
+        total_steps: the training budget in steps.
+    """
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must lie in (0, 1], got {fraction}")
+    horizon = fraction * total_steps
+    target = _best_within(base_steps, base_values, horizon)
+    return steps_to_reach(steps, values, target) / horizon
+
+
+def bsf(
+    steps: np.ndarray,
+    values: np.ndarray,
+    base_steps: np.ndarray,
+    base_values: np.ndarray,
+    fraction: float,
+    total_steps: float,
+) -> float:
+    """Best-so-far ratio at ``fraction`` of the budget: the method's best over the baseline's, both within it."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must lie in (0, 1], got {fraction}")
+    horizon = fraction * total_steps
+    base = _best_within(base_steps, base_values, horizon)
+    own = _best_within(steps, values, horizon)
+    if not np.isfinite(base) or base == 0:
+        return float("nan")
+    return own / base
+
+
+def _normal_quantile(p: float) -> float:
+    lo, hi = -40.0, 40.0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if 0.5 * (1.0 + math.erf(mid / math.sqrt(2.0))) < p:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def t_quantile(p: float, df: int) -> float:
+    """Quantile of Student's t: exact for 1 and 2 degrees of freedom, Cornish-Fisher (error < 0.2%) above."""
+    if not 0 < p < 1 or df < 1:
+        raise ValueError(f"need 0 < p < 1 and df >= 1, got p={p}, df={df}")
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
+    z = _normal_quantile(p)
+    v = float(df)
+    return (
+        z
+        + (z**3 + z) / (4 * v)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
+        + (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / (92160 * v**4)
+    )
+
+
+class Interval(NamedTuple):
+    """Mean and two-sided confidence interval over seeds; ``n_missing`` counts NaN entries (e.g. never reached)."""
+
+    mean: float
+    lo: float
+    hi: float
+    n: int
+    n_missing: int
+
+    def format(self, digits: int = 2) -> str:
+        """``mean [lo, hi]``, with ``(k/n missing)`` appended when some seeds have no value; ``—`` if none has."""
+        if self.n == 0:
+            return "—"
+        text = f"{self.mean:.{digits}f}"
+        if self.n > 1:
+            text += f" [{self.lo:.{digits}f}, {self.hi:.{digits}f}]"
+        if self.n_missing:
+            text += f" ({self.n_missing}/{self.n + self.n_missing} —)"
+        return text
+
+
+def interval(values: np.ndarray, level: float = 0.95) -> Interval:
+    """Student-t interval of the mean over the finite entries of ``values``."""
+    va = np.asarray(values, dtype=np.float64).ravel()
+    finite = va[np.isfinite(va)]
+    n, missing = int(finite.size), int(va.size - finite.size)
+    if n == 0:
+        return Interval(float("nan"), float("nan"), float("nan"), 0, missing)
+    mean = float(finite.mean())
+    if n == 1:
+        return Interval(mean, float("nan"), float("nan"), 1, missing)
+    half = t_quantile(0.5 + level / 2, n - 1) * float(finite.std(ddof=1)) / math.sqrt(n)
+    return Interval(mean, mean - half, mean + half, n, missing)
+
+
+def paired_interval(values: np.ndarray, baseline: np.ndarray, level: float = 0.95) -> Interval:
+    """Interval of the per-seed difference ``values - baseline`` (entries paired by seed, same order)."""
+    a = np.asarray(values, dtype=np.float64)
+    b = np.asarray(baseline, dtype=np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"paired arrays differ in shape: {a.shape} vs {b.shape}")
+    return interval(a - b, level)

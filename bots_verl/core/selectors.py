@@ -82,9 +82,7 @@ class Selector:
     needs_reference: ClassVar[bool] = False
     _BASE_DEFAULTS: ClassVar[dict[str, Any]] = {"reference_nan": "impute"}
 
-    def __init__(
-        self, num_tasks: int, *, reference_pass_rates: Any = None, seed: int = 0, **hparams: Any
-    ) -> None:
+    def __init__(self, num_tasks: int, *, reference_pass_rates: Any = None, seed: int = 0, **hparams: Any) -> None:
         if isinstance(num_tasks, bool) or not isinstance(num_tasks, int | np.integer) or num_tasks < 1:
             raise ValueError(f"num_tasks must be a positive integer, got {num_tasks!r}")
         self.num_tasks = int(num_tasks)
@@ -313,9 +311,7 @@ class BetaPosteriorSelector(Selector):
             err = p_tilde[indices] - rates
             self.last_implicit_stats = {"implicit/batch_mae": float(np.abs(err).mean())}
         m = self.implicit_scale if self.implicit_scale is not None else float(attempts.mean())
-        self.posterior.step(
-            indices, successes, attempts - successes, p_tilde, lam=self.lam, rho=self.rho, m=m
-        )
+        self.posterior.step(indices, successes, attempts - successes, p_tilde, lam=self.lam, rho=self.rho, m=m)
 
     def stats(self) -> dict[str, float]:
         mean = self.posterior.mean()

@@ -73,7 +73,9 @@ def check_outcomes(successes: Any, attempts: Any, size: int) -> tuple[np.ndarray
         raise ValueError(f"successes must be >= 0, got {s[s < 0][:5].tolist()}")
     if np.any(s > n):
         pos = np.flatnonzero(s > n)[:5]
-        raise ValueError(f"successes exceed attempts at positions {pos.tolist()}: {s[pos].tolist()} > {n[pos].tolist()}")
+        raise ValueError(
+            f"successes exceed attempts at positions {pos.tolist()}: {s[pos].tolist()} > {n[pos].tolist()}"
+        )
     return s, n
 
 
