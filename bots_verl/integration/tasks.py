@@ -1,0 +1,146 @@
+"""Task identity: dataset positions <-> stable task ids, and reference pass rates read from the train parquet.
+
+The posterior is indexed by the **position** of a row in verl's train dataset, because that is what a torch sampler
+yields. Positions are not stable: ``data.train_max_samples`` subsamples, ``filter_overlong_prompts`` drops rows and a
+regenerated file may be reordered. So every row also carries a **task id** (``bots.task_id_field``, default
+``extra_info.index``) that data preparation writes once and never changes. Outcomes read back from TransferQueue are
+mapped to positions through the task id, reference pass rates are joined by task id, and checkpoints store the task
+ids so a resume against a different pool fails loudly instead of crediting the wrong tasks.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["TaskIndex", "dataset_task_ids", "normalize_task_id", "read_reference_columns", "task_id_of"]
+
+
+def normalize_task_id(value: Any, field: str) -> int | str:
+    """A hashable, checkpoint-safe task id (int or str).
+
+    Raises:
+        ValueError: for missing, float or other values that cannot serve as an id.
+    """
+    value = getattr(value, "data", value)  # tensordict NonTensorData
+    if hasattr(value, "item") and not isinstance(value, str | bytes):
+        value = value.item()
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"task id field {field!r} has the invalid value {value!r}")
+    if isinstance(value, int | np.integer):
+        return int(value)
+    if isinstance(value, str) and value:
+        return value
+    raise ValueError(f"task id field {field!r} must hold ints or non-empty strings, got {value!r}")
+
+
+def task_id_of(row: Mapping[str, Any], path: Sequence[str]) -> int | str:
+    """Read the task id at ``path`` (e.g. ``("extra_info", "index")``) from one row.
+
+    Raises:
+        ValueError: if a level is missing.
+    """
+    value: Any = row
+    for i, key in enumerate(path):
+        value = getattr(value, "data", value)
+        if not isinstance(value, Mapping) or key not in value:
+            raise ValueError(f"row has no task id field {'.'.join(path[: i + 1])!r} (bots.task_id_field)")
+        value = value[key]
+    return normalize_task_id(value, ".".join(path))
+
+
+def dataset_task_ids(dataset: Any, path: Sequence[str]) -> list[int | str]:
+    """Task ids of every position of a verl ``RLHFDataset`` (after max_samples and filtering), in order.
+
+    Reads only the root column from the underlying HF dataset (no tokenisation, no ``__getitem__``).
+    """
+    frame = dataset.dataframe
+    if path[0] not in frame.column_names:
+        raise ValueError(f"train dataset has no column {path[0]!r} (bots.task_id_field={'.'.join(path)!r})")
+    column = frame[path[0]]
+    return [task_id_of({path[0]: v}, path) for v in column]
+
+
+class TaskIndex:
+    """Bijection between dataset positions ``0..N-1`` and task ids.
+
+    Args:
+        task_ids: the id of each position, in position order.
+        field: the config field name, for messages.
+
+    Raises:
+        ValueError: if ids repeat (e.g. ``extra_info.index`` missing, so verl's default 0 everywhere).
+    """
+
+    def __init__(self, task_ids: Iterable[int | str], field: str = "task id") -> None:
+        self.task_ids: list[int | str] = list(task_ids)
+        self.field = field
+        if not self.task_ids:
+            raise ValueError("the training pool is empty")
+        self._position = {tid: pos for pos, tid in enumerate(self.task_ids)}
+        if len(self._position) != len(self.task_ids):
+            seen: set = set()
+            dup = next(t for t in self.task_ids if t in seen or seen.add(t))
+            raise ValueError(f"{field} is not unique (e.g. {dup!r} repeats); data prep must write a unique id per row")
+
+    def __len__(self) -> int:
+        return len(self.task_ids)
+
+    def positions(self, task_ids: Iterable[int | str]) -> np.ndarray:
+        """Positions of ``task_ids``.
+
+        Raises:
+            ValueError: for an id that is not in the pool.
+        """
+        out = []
+        for tid in task_ids:
+            pos = self._position.get(tid)
+            if pos is None:
+                raise ValueError(f"{self.field} {tid!r} is not in the training pool")
+            out.append(pos)
+        return np.asarray(out, dtype=np.int64)
+
+
+def read_reference_columns(
+    files: Sequence[str], columns: Sequence[str], path: Sequence[str], index: TaskIndex
+) -> np.ndarray:
+    """Reference pass rates ``(N, K)`` aligned to ``index`` positions, read from the train parquet(s) by task id.
+
+    Only the task-id root column and the ``columns`` are read (pyarrow column projection).
+
+    Args:
+        files: the train parquet files.
+        columns: reference columns, weak -> strong.
+        path: task id path, e.g. ``("extra_info", "index")``.
+        index: the dataset's task index.
+
+    Raises:
+        ValueError: naming the file and column when a column is missing, or a task of the pool has no row.
+    """
+    import pyarrow.parquet as pq
+
+    by_id: dict[int | str, np.ndarray] = {}
+    for file in files:
+        if not str(file).endswith(".parquet"):
+            raise ValueError(f"bots.reference_columns are read from parquet; {file} is not a .parquet file")
+        names = set(pq.read_schema(file).names)
+        for col in [path[0], *columns]:
+            if col not in names:
+                raise ValueError(f"{file} has no column {col!r} (bots.reference_columns / bots.task_id_field)")
+        table = pq.read_table(file, columns=[path[0], *columns])
+        root = table.column(path[0]).to_pylist()
+        values = np.column_stack([table.column(c).to_numpy(zero_copy_only=False).astype(float) for c in columns])
+        for row, refs in zip(root, values, strict=True):
+            tid = task_id_of({path[0]: row}, path)
+            if tid in by_id:
+                raise ValueError(f"{'.'.join(path)} {tid!r} appears twice in {list(files)}")
+            by_id[tid] = refs
+    missing = [tid for tid in index.task_ids if tid not in by_id]
+    if missing:
+        raise ValueError(f"{len(missing)} tasks have no row in {list(files)}, e.g. {missing[:3]}")
+    return np.stack([by_id[tid] for tid in index.task_ids])

@@ -1,0 +1,186 @@
+"""Entry point: verl's PPO/GRPO trainer with BOTS task selection.
+
+Usage::
+
+    python -m bots_verl.main data.train_files=train.parquet data.val_files=val.parquet \\
+        actor_rollout_ref.model.path=Qwen/Qwen2.5-1.5B-Instruct bots.selector=bots \\
+        'bots.reference_columns=[qwen2.5_7b_pass_rate,qwen3_30b_pass_rate]'
+
+    # check a launch script's config without Ray or GPUs:
+    python -m bots_verl.main <overrides...> bots.dry_run=true
+
+The config (``bots_verl/config/bots_trainer.yaml``) extends verl's ``ppo_trainer`` with the ``bots:`` section, so any
+verl override works unchanged. The launch mirrors ``verl.trainer.main_ppo.main`` but hands ``run_ppo`` our task
+runner, which builds :class:`bots_verl.integration.trainer.BOTSTrainer`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import hydra
+from hydra.errors import InstantiationException
+from omegaconf import DictConfig, OmegaConf
+
+from bots_verl.integration.settings import (
+    BOTSSettings,
+    check_verl_compat,
+    local_path_exists,
+    parse_bots_config,
+    train_files,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["check_config", "main", "run"]
+
+
+def _check_dapo(config: DictConfig) -> None:
+    filter_groups = config.algorithm.get("filter_groups", None)
+    if filter_groups is not None and filter_groups.get("enable", False):
+        logger.warning(
+            "algorithm.filter_groups.enable=true with BOTS: groups evicted by DAPO are still fed to the posterior "
+            "(BOTSReplayBuffer), but verl then draws prompts one at a time; see bots_verl/integration/README.md"
+        )
+
+
+def check_config(config: DictConfig) -> BOTSSettings:
+    """Every check that needs no Ray and no GPU: verl's ``validate_config`` plus the ``bots:`` section.
+
+    Paths that may only exist on the cluster (model, data files) give warnings; a local train parquet is checked for
+    the task-id and reference columns.
+
+    Args:
+        config: the composed config (mutated only by verl's ``auto_set_device``).
+
+    Returns:
+        The validated BOTS settings.
+
+    Raises:
+        ValueError: for malformed config (the message names the key).
+    """
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+    from verl.utils.device import auto_set_device
+
+    auto_set_device(config)
+    settings = parse_bots_config(config)
+    check_verl_compat(config)
+    try:
+        validate_config(
+            config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
+        )
+    except (AssertionError, InstantiationException) as exc:
+        model_paths = [config.actor_rollout_ref.model.get("path", None), config.critic.get("model", {}).get("path")]
+        if "HFModelConfig" in str(exc) and any(p and not local_path_exists(str(p)) for p in model_paths):
+            # the critic's model config loads the HF config from the path, which may only exist on the cluster
+            logger.warning(
+                "validate_config could not load a model that is not local here (%s); skipped: %s", model_paths, exc
+            )
+        else:
+            # verl validates with asserts (some inside its config dataclasses); a config error should read as one
+            raise ValueError(f"verl validate_config: {exc}") from exc
+    _check_dapo(config)
+
+    model_path = config.actor_rollout_ref.model.get("path", None)
+    if model_path and not local_path_exists(str(model_path)):
+        logger.warning("actor_rollout_ref.model.path=%s is not a local path (fine if the cluster has it)", model_path)
+    for file in train_files(config):
+        if not local_path_exists(file):
+            logger.warning("data.train_files entry %s does not exist here; its columns are not checked", file)
+            continue
+        if file.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            names = set(pq.read_schema(file).names)
+            for col in [settings.task_id_path[0], *settings.reference_columns]:
+                if col not in names:
+                    raise ValueError(
+                        f"{file} has no column {col!r} (bots.task_id_field / bots.reference_columns); "
+                        f"columns: {sorted(names)}"
+                    )
+    return settings
+
+
+def _summary(config: DictConfig, settings: BOTSSettings) -> str:
+    lines = [
+        "BOTS dry run: config OK",
+        f"  bots.selector={settings.selector} hparams={settings.hparams} seed={settings.seed}",
+        f"  bots.reference_columns={list(settings.reference_columns)} task_id_field={settings.task_id_field}",
+        f"  bots.success.rule={settings.success_rule} threshold={settings.success_threshold}",
+        f"  bots.actor={settings.actor_namespace}/{settings.actor_name} run_log.dir={settings.run_log_dir}",
+        f"  model={config.actor_rollout_ref.model.get('path')} train_files={train_files(config)}",
+        f"  train_batch_size={config.data.train_batch_size} rollout.n={config.actor_rollout_ref.rollout.n} "
+        f"adv_estimator={config.algorithm.adv_estimator} total_epochs={config.trainer.total_epochs} "
+        f"total_training_steps={config.trainer.get('total_training_steps')}",
+        f"  trainer.logger={_plain_list(config.trainer.logger)} n_gpus_per_node={config.trainer.n_gpus_per_node} "
+        f"nnodes={config.trainer.nnodes}",
+    ]
+    return "\n".join(lines)
+
+
+def _plain_list(value) -> list:
+    value = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+    return [value] if isinstance(value, str) else list(value or [])
+
+
+def _prepare_run_log(config: DictConfig, settings: BOTSSettings) -> None:
+    """Write meta.json and route verl's file logger into the run directory."""
+    if not settings.run_log_dir:
+        return
+    from bots_verl.runlog import METRICS_FILE, write_meta
+
+    loggers = _plain_list(config.trainer.logger)
+    if "file" not in loggers:
+        # metrics.jsonl of the run log is written by verl's own file backend
+        config.trainer.logger = [*loggers, "file"]
+    write_meta(
+        settings.run_log_dir,
+        run_id=settings.run_id,
+        source="verl",
+        domain=settings.domain,
+        model=config.actor_rollout_ref.model.get("path"),
+        method=settings.method,
+        seed=settings.seed,
+        hparams=settings.hparams,
+        total_steps=config.trainer.get("total_training_steps"),
+        extra={
+            "selector": settings.selector,
+            "reference_columns": list(settings.reference_columns),
+            "train_batch_size": config.data.train_batch_size,
+            "rollout_n": config.actor_rollout_ref.rollout.n,
+            "experiment_name": config.trainer.experiment_name,
+        },
+    )
+    os.environ["VERL_FILE_LOGGER_PATH"] = os.path.join(os.path.abspath(settings.run_log_dir), METRICS_FILE)
+
+
+def run(config: DictConfig) -> None:
+    """Validate ``config``; on ``bots.dry_run`` print a summary and return, else train.
+
+    Args:
+        config: the composed config.
+    """
+    settings = check_config(config)
+    if settings.dry_run:
+        print(_summary(config, settings))
+        return
+
+    import ray
+    from verl.trainer.main_ppo import run_ppo
+
+    from bots_verl.integration.trainer import BOTSTaskRunner
+
+    _prepare_run_log(config, settings)
+    run_ppo(config, task_runner_class=ray.remote(num_cpus=1)(BOTSTaskRunner))
+
+
+@hydra.main(config_path="config", config_name="bots_trainer", version_base=None)
+def main(config: DictConfig) -> None:
+    """Hydra entry point (``python -m bots_verl.main``)."""
+    run(config)
+
+
+if __name__ == "__main__":
+    main()
