@@ -1,0 +1,122 @@
+"""Scoring responses with the reward functions training uses.
+
+A reference pass rate is only comparable with the policy's observed pass rate if both are judged by the same rule, so
+the default scorer is ``bots_verl.rewards.compute_score`` (the function the BOTS training recipes plug into verl).
+Where that module is not importable, ``auto`` falls back to verl's ``default_compute_score`` and says so; the scorer's
+name is part of the results' settings, so results from different scorers never mix.
+
+A response counts as a success when the scorer's ``acc`` is truthy; scorers that return only a number (or a dict
+without ``acc``) count as a success when the score reaches ``success_threshold`` (GURU used ``score >= 1.0``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .data import DataError, Task
+
+logger = logging.getLogger(__name__)
+logger.setLevel(os.getenv("REFERENCE_EVAL_LOGGING_LEVEL", "INFO"))
+
+__all__ = ["Scorer", "resolve_scorer", "check_data_sources"]
+
+ScoreFn = Callable[..., Any]
+
+_BOTS = "bots_verl.rewards:compute_score"
+_VERL = "verl.utils.reward_score:default_compute_score"
+
+
+@dataclass
+class Scorer:
+    """A named scoring function with the success rule applied.
+
+    Attributes:
+        name: ``module:function`` of the underlying function; recorded with every result.
+        fn: ``fn(data_source, solution_str, ground_truth, extra_info=None)`` returning a float or a dict with
+            ``score`` and optionally ``acc``.
+        success_threshold: The score at or above which a response without ``acc`` counts as a success.
+    """
+
+    name: str
+    fn: ScoreFn
+    success_threshold: float = 1.0
+
+    def score(self, task: Task, response: str) -> tuple[bool, float]:
+        """Score one response.
+
+        Args:
+            task: The task the response answers.
+            response: The generated text (without the prompt).
+
+        Returns:
+            ``(success, score)``.
+        """
+        out = self.fn(task.data_source, response, task.ground_truth, extra_info=task.extra_info)
+        if isinstance(out, dict):
+            score = float(out.get("score", 0.0))
+            acc = out.get("acc")
+            success = bool(acc) if acc is not None else score >= self.success_threshold
+            return success, score
+        score = float(out)
+        return score >= self.success_threshold, score
+
+
+def _load(spec: str) -> ScoreFn:
+    module, _, attr = spec.partition(":")
+    if not module or not attr:
+        raise ValueError(f"scorer must be 'auto', 'bots', 'verl' or 'module:function', got {spec!r}")
+    return getattr(importlib.import_module(module), attr)
+
+
+def resolve_scorer(spec: str = "auto", success_threshold: float = 1.0) -> Scorer:
+    """Find the scoring function.
+
+    Args:
+        spec: ``auto`` (bots_verl.rewards, else verl's default with a warning), ``bots``, ``verl``, or
+            ``module:function`` for a custom reward (the same one given to verl's ``custom_reward_function``).
+        success_threshold: See :class:`Scorer`.
+
+    Returns:
+        The scorer.
+
+    Raises:
+        ImportError: If the requested module cannot be imported (``auto`` only raises if neither can).
+    """
+    if spec == "auto":
+        try:
+            return Scorer(_BOTS, _load(_BOTS), success_threshold)
+        except (ImportError, AttributeError) as err:
+            logger.warning("bots_verl.rewards.compute_score unavailable (%s); scoring with verl's default", err)
+            return Scorer(_VERL, _load(_VERL), success_threshold)
+    spec = {"bots": _BOTS, "verl": _VERL}.get(spec, spec)
+    return Scorer(spec, _load(spec), success_threshold)
+
+
+def check_data_sources(scorer: Scorer, tasks: list[Task]) -> None:
+    """Score an empty response for one task of every data source, so an unroutable source fails before generation.
+
+    An empty string exercises the router without running any code (code scorers find no code block in it).
+
+    Args:
+        scorer: The scorer.
+        tasks: All tasks to be evaluated.
+
+    Raises:
+        DataError: Naming every data source the scorer rejects, with its error.
+    """
+    first: dict[str, Task] = {}
+    for task in tasks:
+        first.setdefault(task.data_source, task)
+    failures = []
+    for source, task in first.items():
+        try:
+            scorer.score(task, "")
+        except Exception as err:  # noqa: BLE001 - any failure here means this source cannot be scored
+            failures.append(f"{source!r} (row {task.row}): {type(err).__name__}: {err}")
+    if failures:
+        raise DataError(f"scorer {scorer.name} cannot score data_source " + "; ".join(failures))
