@@ -1,0 +1,355 @@
+"""Load training runs for the tables and figures: our run logs, TensorBoard event files or wandb CSV exports.
+
+Supported inputs (see ``analysis/README.md`` for the full description):
+
+- **Run logs** (:mod:`bots_verl.runlog`, written by real verl runs and by the simulator): a directory holding
+  ``meta.json`` and ``metrics.jsonl``.
+- **TensorBoard**: a directory holding ``events.out.tfevents.*`` files (verl's ``tensorboard`` backend) plus a
+  ``meta.json`` sidecar with the run's metadata (same keys as a run log; ``format``/``version`` may be left out).
+- **wandb CSV export**: ``<name>.csv`` with a ``_step`` column and one column per metric (``run.history()`` or the
+  UI's export), plus a ``<name>.meta.json`` sidecar (or a ``meta.json`` in the same directory if it holds one CSV).
+
+Metadata missing from a sidecar can be filled by ``--meta KEY=VALUE`` on the command line (``meta_defaults`` here);
+a value from the sidecar always wins. ``domain``, ``method`` and ``seed`` are required for every run.
+
+Every run comes back as a :class:`Run` whose ``metrics`` frame is indexed by step, one column per metric. Metric
+lines logged for the same step (verl logs training and validation metrics separately) are merged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bots_verl import runlog
+
+__all__ = [
+    "ACC_PATTERN",
+    "ETR_METRIC",
+    "ROLLOUTS_METRIC",
+    "STEP_TIME_METRIC",
+    "LoadError",
+    "Run",
+    "accuracy_metric",
+    "find_run_paths",
+    "load_run",
+    "load_runs",
+    "parse_meta_args",
+]
+
+logger = logging.getLogger(__name__)
+
+#: verl's validation accuracy: ``val-core/<data_source>/acc/mean@<n>``.
+ACC_PATTERN = re.compile(r"^val-core/(?P<source>.+)/acc/mean@(?P<n>\d+)$")
+ETR_METRIC = "bots/batch/effective_task_ratio"
+ROLLOUTS_METRIC = "bots/rollouts"
+STEP_TIME_METRIC = "timing_s/step"
+
+REQUIRED_META = ("domain", "method", "seed")
+SIDECAR_SUFFIX = ".meta.json"
+TB_PREFIX = "events.out.tfevents."
+
+
+class LoadError(ValueError):
+    """A run or metric cannot be used; the message names the run (its path) and what is missing."""
+
+
+@dataclass
+class Run:
+    """One training run: its metadata and its metrics (index: step, sorted; columns: metric names).
+
+    Attributes:
+        path: where it was read from (directory or CSV file); used in every error message.
+        label: the row label in tables: ``extra["label"]`` if set, else ``method``.
+        total_steps: the training budget in steps (from metadata, else the last logged step).
+    """
+
+    path: Path
+    run_id: str
+    source: str
+    domain: str
+    model: str
+    method: str
+    seed: int
+    hparams: dict[str, Any]
+    total_steps: int
+    extra: dict[str, Any]
+    metrics: pd.DataFrame = field(repr=False)
+    input_format: str = "runlog"
+
+    @property
+    def label(self) -> str:
+        """The selector's name in tables: ``extra.label`` if given, else the method."""
+        return str(self.extra.get("label") or self.method)
+
+    @property
+    def last_step(self) -> int:
+        """The last step with any logged metric."""
+        return int(self.metrics.index.max()) if len(self.metrics) else -1
+
+    @property
+    def flat_hparams(self) -> dict[str, Any]:
+        """Hyperparameters as one flat dict.
+
+        The simulator nests the selector's own hyperparameters (``{"selector": "bots", "hparams": {"rho": 0.2},
+        "dapo": false, ...}``); real runs store them flat. Nested keys win over outer ones.
+        """
+        inner = self.hparams.get("hparams")
+        if isinstance(inner, dict):
+            return {**{k: v for k, v in self.hparams.items() if k != "hparams"}, **inner}
+        return dict(self.hparams)
+
+    @property
+    def selector(self) -> str:
+        """The selector behind the label: ``hparams.selector`` if recorded (the simulator does), else the method."""
+        return str(self.hparams.get("selector") or self.method)
+
+    def name(self) -> str:
+        """A short human-readable identity for messages: ``domain/method/seedK (path)``."""
+        return f"{self.domain}/{self.label}/seed{self.seed} ({self.path})"
+
+    def column(self, metric: str) -> pd.Series:
+        """The finite values of one metric, indexed by step.
+
+        Raises:
+            LoadError: if the run never logged ``metric`` (names the run and the metric).
+        """
+        if metric not in self.metrics.columns:
+            raise LoadError(
+                f"run {self.name()}: metric {metric!r} is missing (it has {len(self.metrics.columns)} others)"
+            )
+        series = self.metrics[metric].astype(np.float64)
+        series = series[np.isfinite(series)]
+        if series.empty:
+            raise LoadError(f"run {self.name()}: metric {metric!r} has no finite value")
+        return series
+
+    def has(self, metric: str) -> bool:
+        """Whether the run logged at least one finite value of ``metric``."""
+        return metric in self.metrics.columns and bool(np.isfinite(self.metrics[metric].astype(np.float64)).any())
+
+
+def accuracy_metric(run: Run, metric: str | None = None) -> tuple[str, pd.Series]:
+    """The run's held-out accuracy curve (step -> accuracy) and a name for it.
+
+    Args:
+        run: the run.
+        metric: an explicit metric name; by default the run's ``val-core/<source>/acc/mean@<n>`` metric. With several
+            data sources, the curve is their unweighted mean at steps where every source was evaluated (the largest
+            ``n`` per source), so a domain with two benchmarks is scored by their average, as the paper does.
+
+    Raises:
+        LoadError: if the metric is missing, naming the run.
+    """
+    if metric is not None:
+        return metric, run.column(metric)
+    best_n: dict[str, tuple[int, str]] = {}
+    for name in run.metrics.columns:
+        match = ACC_PATTERN.match(name)
+        if match:
+            n = int(match["n"])
+            if match["source"] not in best_n or n > best_n[match["source"]][0]:
+                best_n[match["source"]] = (n, name)
+    if not best_n:
+        raise LoadError(
+            f"run {run.name()}: no eval accuracy metric (val-core/<data_source>/acc/mean@<n>); "
+            "enable verl validation (trainer.test_freq) or pass the metric name explicitly"
+        )
+    names = sorted(name for _, name in best_n.values())
+    if len(names) == 1:
+        return names[0], run.column(names[0])
+    frame = run.metrics[names].astype(np.float64).dropna(how="any")
+    if frame.empty:
+        raise LoadError(f"run {run.name()}: accuracy metrics {names} were never all logged at the same step")
+    return "mean(" + ", ".join(names) + ")", frame.mean(axis=1)
+
+
+def parse_meta_args(items: Iterable[str] | None) -> dict[str, Any]:
+    """Parse ``KEY=VALUE`` strings (``--meta``) into metadata; values are read as JSON where possible.
+
+    ``hparams.rho=0.1`` sets a key inside ``hparams``.
+    """
+    out: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--meta expects KEY=VALUE, got {item!r}")
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        if key.startswith("hparams."):
+            out.setdefault("hparams", {})[key.split(".", 1)[1]] = value
+        else:
+            out[key] = value
+    return out
+
+
+def _read_sidecar(path: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise LoadError(f"{path}: cannot read metadata sidecar ({exc})") from exc
+    if not isinstance(meta, dict):
+        raise LoadError(f"{path}: metadata sidecar must hold a JSON object")
+    if meta.get("format", runlog.FORMAT) != runlog.FORMAT:
+        raise LoadError(f"{path}: not a {runlog.FORMAT} metadata file (format={meta.get('format')!r})")
+    return meta
+
+
+def _frame(records: Iterable[tuple[int, Mapping[str, float]]]) -> pd.DataFrame:
+    """Merge ``(step, {metric: value})`` records into one row per step; later finite values win."""
+    rows = [{"step": int(step), **data} for step, data in records]
+    if not rows:
+        return pd.DataFrame(index=pd.Index([], name="step", dtype=np.int64))
+    frame = pd.DataFrame(rows)
+    # verl logs training and validation metrics of one step in separate lines: groupby().last() keeps, per column,
+    # the last non-null value of that step, which merges them.
+    merged = frame.groupby("step", sort=True).last()
+    return merged.apply(pd.to_numeric, errors="coerce")
+
+
+def _read_tensorboard(directory: Path) -> pd.DataFrame:
+    from tensorboard.backend.event_processing import event_accumulator as ea
+
+    records: list[tuple[int, dict[str, float]]] = []
+    for events in sorted(directory.glob(TB_PREFIX + "*")):
+        acc = ea.EventAccumulator(str(events), size_guidance={ea.SCALARS: 0, ea.TENSORS: 0})
+        acc.Reload()
+        tags = acc.Tags()
+        for tag in tags.get("scalars", []):
+            records.extend((ev.step, {tag: float(ev.value)}) for ev in acc.Scalars(tag))
+        # TF2-style writers store scalars as rank-0 tensors.
+        for tag in tags.get("tensors", []):
+            from tensorboard.util import tensor_util
+
+            for ev in acc.Tensors(tag):
+                value = tensor_util.make_ndarray(ev.tensor_proto)
+                if value.shape == () and np.issubdtype(value.dtype, np.number):
+                    records.append((ev.step, {tag: float(value)}))
+    return _frame(records)
+
+
+def _read_wandb_csv(path: Path) -> pd.DataFrame:
+    raw = pd.read_csv(path)
+    if "_step" not in raw.columns:
+        raise LoadError(f"{path}: a wandb CSV export needs a '_step' column (found {list(raw.columns)[:8]}...)")
+    raw = raw.dropna(subset=["_step"])
+    # wandb's own bookkeeping columns (_runtime, _timestamp, ...) are not metrics.
+    metric_cols = [c for c in raw.columns if not str(c).startswith("_")]
+    data = raw[metric_cols].apply(pd.to_numeric, errors="coerce")
+    return _frame((int(step), row.to_dict()) for step, (_, row) in zip(raw["_step"], data.iterrows(), strict=True))
+
+
+def _build(path: Path, meta: dict[str, Any], metrics: pd.DataFrame, input_format: str) -> Run:
+    missing = [k for k in REQUIRED_META if meta.get(k) is None]
+    if missing:
+        raise LoadError(
+            f"run {path}: metadata lacks {missing}; add them to its meta.json sidecar or pass --meta KEY=VALUE"
+        )
+    if metrics.empty:
+        raise LoadError(f"run {path}: no metrics logged")
+    total = meta.get("total_steps")
+    if total is None:
+        total = int(metrics.index.max())
+        logger.warning("run %s: total_steps not in metadata; using the last logged step %d", path, total)
+    return Run(
+        path=path,
+        run_id=str(meta.get("run_id") or path.name),
+        source=str(meta.get("source") or "unknown"),
+        domain=str(meta["domain"]),
+        model=str(meta.get("model") or ""),
+        method=str(meta["method"]),
+        seed=int(meta["seed"]),
+        hparams=dict(meta.get("hparams") or {}),
+        total_steps=int(total),
+        extra=dict(meta.get("extra") or {}),
+        metrics=metrics,
+        input_format=input_format,
+    )
+
+
+def _merge_meta(meta: dict[str, Any], defaults: Mapping[str, Any] | None) -> dict[str, Any]:
+    out = dict(meta)
+    for key, value in (defaults or {}).items():
+        if key == "hparams":
+            out["hparams"] = {**value, **(out.get("hparams") or {})}
+        elif out.get(key) is None:
+            out[key] = value
+    return out
+
+
+def load_run(path: str | os.PathLike, meta_defaults: Mapping[str, Any] | None = None) -> Run:
+    """Load one run from a run-log directory, a TensorBoard directory or a wandb CSV file.
+
+    Args:
+        path: the run's directory, or a ``.csv`` file.
+        meta_defaults: metadata for keys the run's own metadata lacks (CLI ``--meta``).
+
+    Raises:
+        LoadError: unknown layout, unreadable files or missing required metadata (the message names the path).
+    """
+    path = Path(path)
+    if path.is_file() and path.suffix == ".csv":
+        sidecar = path.with_name(path.stem + SIDECAR_SUFFIX)
+        if not sidecar.is_file() and len(list(path.parent.glob("*.csv"))) == 1:
+            sidecar = path.parent / runlog.META_FILE
+        meta = _read_sidecar(sidecar) if sidecar.is_file() else {}
+        return _build(path, _merge_meta(meta, meta_defaults), _read_wandb_csv(path), "wandb-csv")
+    if not path.is_dir():
+        raise LoadError(f"{path}: not a run directory or a .csv file")
+    if (path / runlog.METRICS_FILE).is_file():
+        try:
+            meta = runlog.read_meta(path) if (path / runlog.META_FILE).is_file() else {}
+            frame = _frame(runlog.iter_metrics(path))
+        except ValueError as exc:
+            raise LoadError(str(exc)) from exc
+        return _build(path, _merge_meta(meta, meta_defaults), frame, "runlog")
+    if any(path.glob(TB_PREFIX + "*")):
+        sidecar = path / runlog.META_FILE
+        meta = _read_sidecar(sidecar) if sidecar.is_file() else {}
+        return _build(path, _merge_meta(meta, meta_defaults), _read_tensorboard(path), "tensorboard")
+    raise LoadError(f"{path}: neither a run log (metrics.jsonl), TensorBoard events nor a wandb .csv")
+
+
+def find_run_paths(root: str | os.PathLike) -> list[Path]:
+    """All runs under ``root`` (itself included): run-log dirs, TensorBoard dirs and ``.csv`` exports, sorted."""
+    root = Path(root)
+    if not root.exists():
+        raise LoadError(f"{root}: no such file or directory")
+    if root.is_file():
+        return [root]
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        here = Path(dirpath)
+        if runlog.METRICS_FILE in filenames or any(f.startswith(TB_PREFIX) for f in filenames):
+            found.append(here)
+            dirnames.clear()  # a run directory is a leaf; do not descend into its checkpoints
+            continue
+        found.extend(here / f for f in sorted(filenames) if f.endswith(".csv"))
+    return found
+
+
+def load_runs(roots: Iterable[str | os.PathLike], meta_defaults: Mapping[str, Any] | None = None) -> list[Run]:
+    """Load every run under the given directories (or files), sorted by domain, label, hparams and seed.
+
+    Raises:
+        LoadError: if no run is found, or a run cannot be read.
+    """
+    roots = list(roots)
+    runs = [load_run(p, meta_defaults) for root in roots for p in find_run_paths(root)]
+    if not runs:
+        raise LoadError(f"no runs found under {[str(r) for r in roots]}")
+    runs.sort(key=lambda r: (r.domain, r.label, json.dumps(r.hparams, sort_keys=True, default=str), r.seed))
+    logger.info("loaded %d runs from %s", len(runs), [str(r) for r in roots])
+    return runs
