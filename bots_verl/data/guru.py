@@ -1,0 +1,530 @@
+"""Convert GURU (LLM360/guru-RL-92k) parquet files into verl RL datasets with stable task ids.
+
+Usage::
+
+    python -m bots_verl.data.guru --guru-dir /data/guru-RL-92k --out-dir /data/bots [--domains math code logic]
+        [--drop weak_gt_strong --drop duplicate_prompt ...] [--skip-eval]
+
+``--guru-dir`` is a local copy of the hub dataset (``train/``, ``online_eval/``, ``offline_eval/``). For each domain the
+tool writes ``<out-dir>/<domain>/train.parquet``, one ``val_<name>.parquet`` per evaluation set, and
+``<out-dir>/<domain>/prep_report.json`` (counts per source file and per issue).
+
+Output schema (one schema per domain, whatever the source files' schemas are):
+
+- ``data_source`` (string), ``prompt`` (list of ``{role, content}``), ``ability`` (string): copied from GURU.
+- ``reward_model``: ``{style: "rule", ground_truth: string}``. Structured ground truths (zebra grids, ordering lists,
+  ARC grids) are JSON-encoded, because one parquet column cannot hold GURU's per-file ground-truth types; the reward
+  functions in :mod:`bots_verl.rewards` decode them.
+- ``task_id`` (int64): the task id, dense ``0..N-1`` in output row order, so a selector can index arrays with it.
+  The same value is ``extra_info.index`` (verl puts it into every batch as ``index``).
+- ``extra_info``: ``{split, index, original_index, source_file}`` (+ ``prefix`` for code: LeetCode's import header,
+  prepended before running the tests). ``original_index`` is GURU's ``extra_info.index|id|idx`` as a string.
+- ``qwen2.5_7b_pass_rate`` and ``qwen3_30b_pass_rate`` (float64): GURU's weak and strong reference pass rates. Required
+  in train files; kept in evaluation files when present.
+
+Validation (counted per file in the report). Rows are never silently dropped or zero-filled:
+
+- fatal unless dropped with ``--drop``: ``malformed_row`` (missing data source/prompt/ability), ``unknown_data_source``
+  (no reward function), ``bad_ground_truth`` (unexpected type for the data source), ``missing_pass_rate`` (null or NaN),
+  ``pass_rate_out_of_range`` (outside [0, 1]). If any remain, no output is written and the tool exits with status 1.
+- kept with a warning unless dropped: ``weak_gt_strong`` (weak pass rate > strong; GURU leaves some in and BOTS's
+  interpolation tolerates them), ``duplicate_prompt`` (same prompt text as an earlier row of the same output; the first
+  one is kept when dropping). Evaluation files repeat prompts on purpose (AIME 8x), so there they are only counted.
+
+Files are read with pyarrow, column-selected (including nested ``extra_info`` fields) and streamed in record batches;
+the LiveCodeBench train file is 3.3 GB. Outputs are written to a temporary file and renamed into place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bots_verl.rewards import domain_of
+from bots_verl.rewards.code_reward import parse_tests
+
+logger = logging.getLogger(__name__)
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
+
+__all__ = ["DOMAINS", "ISSUES", "PrepError", "DomainSpec", "prepare", "prepare_domain", "main"]
+
+WEAK_COLUMN = "qwen2.5_7b_pass_rate"
+STRONG_COLUMN = "qwen3_30b_pass_rate"
+PASS_RATE_COLUMNS = (WEAK_COLUMN, STRONG_COLUMN)
+
+FATAL_ISSUES = (
+    "malformed_row",
+    "unknown_data_source",
+    "bad_ground_truth",
+    "missing_pass_rate",
+    "pass_rate_out_of_range",
+)
+WARN_ISSUES = ("weak_gt_strong", "duplicate_prompt")
+ISSUES = FATAL_ISSUES + WARN_ISSUES
+
+
+@dataclass(frozen=True)
+class DomainSpec:
+    """Which GURU files make up one domain.
+
+    Attributes:
+        train: train file names without the ``_<size>`` suffix, looked up in ``train/``.
+        evals: evaluation set name -> file name without the size suffix, looked up in ``online_eval/`` then
+            ``offline_eval/``.
+    """
+
+    train: tuple[str, ...]
+    evals: dict[str, str] = field(default_factory=dict)
+
+
+# Evaluation sets (the paper names only MATH500 and AIME24, for math; guru.md §1, paper.md §2):
+# - math: MATH500 and AIME24 (GURU's AIME24 file repeats each of the 30 problems 8 times: mean@8 with val n=1).
+# - code: LiveCodeBench (GURU's held-out, later-dated contest problems: same stdin/stdout format as the training mix
+#   and the one code benchmark a BOTS summary names) plus HumanEval (functional tests; cheap, fast sanity signal).
+# - logic: GURU's three logic online-eval sets, zebra, ordering and ARC-AGI-1, i.e. the in-domain puzzle families of the
+#   training mix (graph search has no eval file). ARC-AGI is in the GURU leaderboard; a 1.5B model scores ~0 there,
+#   like AIME for math, so zebra and ordering carry the signal.
+DOMAINS: dict[str, DomainSpec] = {
+    "math": DomainSpec(
+        train=("math__combined",),
+        evals={"math500": "math__math", "aime24": "math__aime_repeated_8x"},
+    ),
+    "code": DomainSpec(
+        train=("codegen__leetcode2k", "codegen__livecodebench", "codegen__primeintellect", "codegen__taco"),
+        evals={"livecodebench": "codegen__livecodebench", "humaneval": "codegen__humaneval"},
+    ),
+    "logic": DomainSpec(
+        train=(
+            "logic__arcagi1",
+            "logic__arcagi2",
+            "logic__barc",
+            "logic__graph_logical",
+            "logic__ordering_puzzle",
+            "logic__zebra_puzzle",
+        ),
+        evals={
+            "zebra": "logic__zebra_puzzle_dataset",
+            "ordering": "logic__ordering_puzzle_dataset",
+            "arcagi1": "logic__arcagi1",
+        },
+    ),
+}
+
+_SIZE_SUFFIX = re.compile(r"_[0-9]+(?:\.[0-9]+)?k?\.parquet$")
+_EXTRA_INFO_KEYS = ("split", "index", "id", "idx", "prefix")
+
+
+class PrepError(RuntimeError):
+    """Input that cannot be converted as asked (missing files or columns, or fatal row issues that were not dropped)."""
+
+
+def find_file(folder: Path, name: str) -> Path:
+    """Resolve ``<folder>/<name>_<size>.parquet`` (the size suffix differs between GURU releases).
+
+    Args:
+        folder: e.g. ``<guru>/train``.
+        name: the file name without the size suffix, e.g. ``math__combined``.
+
+    Returns:
+        The one matching path.
+
+    Raises:
+        PrepError: when none or several files match.
+    """
+    matches = sorted(p for p in folder.glob(f"{name}_*.parquet") if _SIZE_SUFFIX.sub("", p.name) == name)
+    if len(matches) != 1:
+        found = sorted(p.name for p in folder.glob("*.parquet")) if folder.is_dir() else "no such folder"
+        what = "no file" if not matches else f"several files {[p.name for p in matches]}"
+        raise PrepError(f"{what} named {name}_<size>.parquet in {folder}; present: {found}")
+    return matches[0]
+
+
+def _gt_to_text(data_source: str, value: Any) -> str:
+    """Check a ground truth's type for its data source and return it as the stored string (raises ``ValueError``)."""
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    name = data_source.lower()
+    domain = domain_of(data_source)
+    if domain == "math" or name.startswith("logic__graph"):
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError("expected a non-empty string")
+        return value
+    if domain == "code":
+        if not isinstance(value, str):
+            raise ValueError("expected a JSON string")
+        parse_tests(value)
+        return value
+    if isinstance(value, str):  # already JSON text (e.g. a re-run on our own output)
+        try:
+            value = json.loads(value)
+        except ValueError as err:
+            raise ValueError("expected JSON text") from err
+    if name.startswith("logic__zebra_puzzle"):
+        rows = value.get("rows") if isinstance(value, dict) else None
+        if not isinstance(rows, list) or not rows or not all(isinstance(r, list) and r for r in rows):
+            raise ValueError("expected {header, rows: [[...]]}")
+    elif name.startswith("logic__ordering_puzzle"):
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+            raise ValueError("expected a non-empty list of strings")
+    else:  # ARC-AGI / BARC grids
+        if (
+            not isinstance(value, list)
+            or not value
+            or not all(
+                isinstance(r, list) and r and all(isinstance(c, int) and not isinstance(c, bool) for c in r)
+                for r in value
+            )
+        ):
+            raise ValueError("expected a non-empty 2-D list of integers")
+    return json.dumps(value)
+
+
+def _prompt_ok(prompt: Any) -> bool:
+    return (
+        isinstance(prompt, list)
+        and len(prompt) > 0
+        and all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in prompt
+        )
+    )
+
+
+def _prompt_key(prompt: list[dict[str, str]]) -> bytes:
+    text = "\x1e".join(f"{m['role']}\x1f{m['content']}" for m in prompt)
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+
+
+def _rate(value: Any) -> float | None:
+    if value is None or not isinstance(value, int | float) or isinstance(value, bool) or math.isnan(value):
+        return None
+    return float(value)
+
+
+def output_schema(domain: str, with_pass_rates: bool) -> pa.Schema:
+    """The arrow schema of the converted files of ``domain``."""
+    extra = [
+        pa.field("split", pa.string()),
+        pa.field("index", pa.int64()),
+        pa.field("original_index", pa.string()),
+        pa.field("source_file", pa.string()),
+    ]
+    if domain == "code":
+        extra.append(pa.field("prefix", pa.string()))
+    fields = [
+        pa.field("data_source", pa.string()),
+        pa.field("prompt", pa.list_(pa.struct([pa.field("role", pa.string()), pa.field("content", pa.string())]))),
+        pa.field("ability", pa.string()),
+        pa.field("reward_model", pa.struct([pa.field("style", pa.string()), pa.field("ground_truth", pa.string())])),
+        pa.field("extra_info", pa.struct(extra)),
+        pa.field("task_id", pa.int64()),
+    ]
+    if with_pass_rates:
+        fields += [pa.field(WEAK_COLUMN, pa.float64()), pa.field(STRONG_COLUMN, pa.float64())]
+    return pa.schema(fields)
+
+
+def _read_rows(path: Path, want_pass_rates: bool, batch_size: int) -> Iterator[dict[str, Any]]:
+    """Stream rows of the columns the conversion needs (nested fields selected individually)."""
+    parquet = pq.ParquetFile(path)
+    schema = parquet.schema_arrow
+    names = set(schema.names)
+    missing = [c for c in ("data_source", "prompt", "reward_model") if c not in names]
+    if want_pass_rates:
+        missing += [c for c in PASS_RATE_COLUMNS if c not in names]
+    if missing:
+        raise PrepError(f"{path.name}: missing columns {missing}; has {sorted(names)}")
+    reward_type = schema.field("reward_model").type
+    if not pa.types.is_struct(reward_type) or reward_type.get_field_index("ground_truth") < 0:
+        raise PrepError(f"{path.name}: reward_model has no ground_truth field ({reward_type})")
+    columns = ["data_source", "prompt", "reward_model.ground_truth"]
+    if "ability" in names:
+        columns.append("ability")
+    if "extra_info" in names and pa.types.is_struct(schema.field("extra_info").type):
+        info_type = schema.field("extra_info").type
+        columns += [f"extra_info.{k}" for k in _EXTRA_INFO_KEYS if info_type.get_field_index(k) >= 0]
+    columns += [c for c in PASS_RATE_COLUMNS if c in names]
+    for batch in parquet.iter_batches(batch_size=batch_size, columns=columns):
+        yield from batch.to_pylist()
+
+
+@dataclass
+class _OutputStats:
+    rows_in: int = 0
+    rows_out: int = 0
+    dropped: int = 0
+    issues: Counter = field(default_factory=Counter)
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _convert_file(
+    path: Path,
+    domain: str,
+    split: str,
+    is_train: bool,
+    with_pass_rates: bool,
+    drop: frozenset[str],
+    seen_prompts: set[bytes],
+    stats: _OutputStats,
+    batch_size: int,
+) -> Iterator[dict[str, Any]]:
+    """Convert one source file's rows, yielding the kept output rows and counting issues into ``stats``."""
+    file_issues: Counter = Counter()
+    file_rows = 0
+    for row in _read_rows(path, want_pass_rates=is_train, batch_size=batch_size):
+        file_rows += 1
+        issues: list[str] = []
+        data_source, prompt, ability = row.get("data_source"), row.get("prompt"), row.get("ability")
+        ground_truth = (row.get("reward_model") or {}).get("ground_truth")
+        info = row.get("extra_info") or {}
+        if not isinstance(data_source, str) or not _prompt_ok(prompt) or not isinstance(ability, str):
+            issues.append("malformed_row")
+        gt_text = None
+        if isinstance(data_source, str):
+            try:
+                row_domain = domain_of(data_source)
+            except ValueError:
+                row_domain = None
+            if row_domain != domain:
+                issues.append("unknown_data_source")
+            else:
+                try:
+                    gt_text = _gt_to_text(data_source, ground_truth)
+                except ValueError as err:
+                    logger.debug("%s row %d: bad ground truth: %s", path.name, file_rows - 1, err)
+                    issues.append("bad_ground_truth")
+        weak, strong = (_rate(row.get(WEAK_COLUMN)), _rate(row.get(STRONG_COLUMN)))
+        if with_pass_rates:
+            if weak is None or strong is None:
+                issues.append("missing_pass_rate")
+            elif not (0.0 <= weak <= 1.0 and 0.0 <= strong <= 1.0):
+                issues.append("pass_rate_out_of_range")
+            elif weak > strong:
+                issues.append("weak_gt_strong")
+        key = _prompt_key(prompt) if _prompt_ok(prompt) else None
+        if key is not None and key in seen_prompts:
+            issues.append("duplicate_prompt")
+        file_issues.update(issues)
+        if any(issue in drop for issue in issues):
+            stats.dropped += 1
+            continue
+        if any(issue in FATAL_ISSUES for issue in issues):
+            # Keep counting so that the report lists every problem, but nothing from this run will be written.
+            continue
+        if key is not None:
+            # Registered only for written rows, so a dropped row never makes a later, valid copy a "duplicate".
+            seen_prompts.add(key)
+        task_id = stats.rows_out
+        original = next((info.get(k) for k in ("index", "id", "idx") if info.get(k) is not None), None)
+        extra = {
+            "split": info.get("split") if isinstance(info.get("split"), str) else split,
+            "index": task_id,
+            "original_index": None if original is None else str(original),
+            "source_file": path.name,
+        }
+        if domain == "code":
+            extra["prefix"] = info.get("prefix") if isinstance(info.get("prefix"), str) else ""
+        out = {
+            "data_source": data_source,
+            "prompt": [{"role": m["role"], "content": m["content"]} for m in prompt],
+            "ability": ability,
+            "reward_model": {"style": "rule", "ground_truth": gt_text},
+            "extra_info": extra,
+            "task_id": task_id,
+        }
+        if with_pass_rates:
+            out[WEAK_COLUMN], out[STRONG_COLUMN] = weak, strong
+        stats.rows_out += 1
+        yield out
+    stats.rows_in += file_rows
+    stats.issues.update(file_issues)
+    stats.files[path.name] = {"rows": file_rows, "issues": dict(sorted(file_issues.items()))}
+
+
+def _write_output(
+    sources: list[Path],
+    out_path: Path,
+    domain: str,
+    split: str,
+    is_train: bool,
+    drop: frozenset[str],
+    batch_size: int,
+) -> dict[str, Any]:
+    """Convert ``sources`` into one parquet file at ``out_path`` (atomically) and return its report entry."""
+    with_pass_rates = is_train or all(
+        set(PASS_RATE_COLUMNS) <= set(pq.ParquetFile(p).schema_arrow.names) for p in sources
+    )
+    schema = output_schema(domain, with_pass_rates)
+    stats = _OutputStats()
+    seen: set[bytes] = set()
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_path.with_name(f".{out_path.name}.tmp-{os.getpid()}")
+    try:
+        with pq.ParquetWriter(tmp, schema) as writer:
+            for path in sources:
+                pending: list[dict[str, Any]] = []
+                for out in _convert_file(path, domain, split, is_train, with_pass_rates, drop, seen, stats, batch_size):
+                    pending.append(out)
+                    if len(pending) >= batch_size:
+                        writer.write_table(pa.Table.from_pylist(pending, schema=schema))
+                        pending = []
+                if pending:
+                    writer.write_table(pa.Table.from_pylist(pending, schema=schema))
+        # Warnings (weak > strong, duplicates: AIME is repeated 8x on purpose) never block; fatal issues do.
+        blocking = {k: v for k, v in stats.issues.items() if k in FATAL_ISSUES and k not in drop}
+        report = {
+            "path": str(out_path),
+            "rows_in": stats.rows_in,
+            "rows_out": stats.rows_out,
+            "dropped": stats.dropped,
+            "issues": dict(sorted(stats.issues.items())),
+            "files": stats.files,
+            "pass_rate_columns": with_pass_rates,
+        }
+        if blocking:
+            report["blocking"] = blocking
+            return report
+        if stats.rows_out == 0:
+            raise PrepError(f"{out_path}: no rows left to write")
+        os.replace(tmp, out_path)
+        return report
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def prepare_domain(
+    guru_dir: Path,
+    out_dir: Path,
+    domain: str,
+    drop: frozenset[str] = frozenset(),
+    with_eval: bool = True,
+    batch_size: int = 64,
+) -> dict[str, Any]:
+    """Convert one domain's train file(s) and evaluation sets.
+
+    Args:
+        guru_dir: local GURU copy with ``train/``, ``online_eval/``, ``offline_eval/``.
+        out_dir: output root; files go to ``<out_dir>/<domain>/``.
+        domain: ``math``, ``code`` or ``logic``.
+        drop: issue names (see :data:`ISSUES`) whose rows are dropped (and counted) instead of kept or fatal.
+        with_eval: also convert the evaluation sets.
+        batch_size: rows per record batch when streaming.
+
+    Returns:
+        The domain report (also written to ``<out_dir>/<domain>/prep_report.json``).
+
+    Raises:
+        PrepError: missing inputs, or fatal issues not named in ``drop`` (nothing is written for that output).
+    """
+    if domain not in DOMAINS:
+        raise PrepError(f"unknown domain {domain!r}; choose from {sorted(DOMAINS)}")
+    unknown = set(drop) - set(ISSUES)
+    if unknown:
+        raise PrepError(f"unknown issue names {sorted(unknown)}; choose from {list(ISSUES)}")
+    spec = DOMAINS[domain]
+    domain_dir = out_dir / domain
+    jobs: list[tuple[str, list[Path], bool]] = [
+        ("train", [find_file(guru_dir / "train", name) for name in spec.train], True)
+    ]
+    if with_eval:
+        for eval_name, file_name in spec.evals.items():
+            candidates = [guru_dir / "online_eval", guru_dir / "offline_eval"]
+            path = None
+            for folder in candidates:
+                try:
+                    path = find_file(folder, file_name)
+                    break
+                except PrepError:
+                    continue
+            if path is None:
+                raise PrepError(f"evaluation set {eval_name}: no {file_name}_<size>.parquet in {candidates}")
+            jobs.append((f"val_{eval_name}", [path], False))
+    report: dict[str, Any] = {"domain": domain, "drop": sorted(drop), "outputs": {}}
+    for name, sources, is_train in jobs:
+        entry = _write_output(
+            sources, domain_dir / f"{name}.parquet", domain, "train" if is_train else "test", is_train, drop, batch_size
+        )
+        report["outputs"][name] = entry
+        logger.info(
+            "%s/%s: %d rows in, %d written, %d dropped, issues %s",
+            domain,
+            name,
+            entry["rows_in"],
+            entry["rows_out"],
+            entry["dropped"],
+            entry["issues"] or "none",
+        )
+    _write_json(domain_dir / "prep_report.json", report)
+    blocked = {name: e["blocking"] for name, e in report["outputs"].items() if "blocking" in e}
+    if blocked:
+        raise PrepError(
+            f"{domain}: fatal row issues {blocked} (outputs not written; see {domain_dir / 'prep_report.json'}). "
+            f"Fix the input or pass --drop <issue> to drop and count those rows."
+        )
+    return report
+
+
+def _write_json(path: Path, payload: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def prepare(
+    guru_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    domains: list[str] | tuple[str, ...] = ("math", "code", "logic"),
+    drop: frozenset[str] | set[str] = frozenset(),
+    with_eval: bool = True,
+    batch_size: int = 64,
+) -> dict[str, Any]:
+    """Convert several domains (see :func:`prepare_domain`); returns ``{domain: report}``."""
+    guru, out = Path(guru_dir), Path(out_dir)
+    if not guru.is_dir():
+        raise PrepError(f"--guru-dir {guru} is not a directory")
+    return {d: prepare_domain(guru, out, d, frozenset(drop), with_eval, batch_size) for d in domains}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status (1 on a :class:`PrepError`)."""
+    parser = argparse.ArgumentParser(prog="python -m bots_verl.data.guru", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--guru-dir", required=True, help="local GURU copy (train/, online_eval/, offline_eval/)")
+    parser.add_argument("--out-dir", required=True, help="output root; writes <out-dir>/<domain>/*.parquet")
+    parser.add_argument("--domains", nargs="+", default=list(DOMAINS), choices=list(DOMAINS))
+    parser.add_argument(
+        "--drop",
+        action="append",
+        default=[],
+        choices=list(ISSUES) + ["all"],
+        help="drop (and count) rows with this issue instead of failing or keeping them; repeatable",
+    )
+    parser.add_argument("--skip-eval", action="store_true", help="convert only the train files")
+    parser.add_argument("--batch-size", type=int, default=64, help="rows per streamed record batch")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    drop = frozenset(ISSUES) if "all" in args.drop else frozenset(args.drop)
+    try:
+        prepare(args.guru_dir, args.out_dir, args.domains, drop, not args.skip_eval, args.batch_size)
+    except PrepError as err:
+        logger.error("%s", err)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
