@@ -1,0 +1,121 @@
+"""What to compare: a labelled method = a selector name, its hyperparameters and the sampling mode.
+
+Spec syntax (CLI ``--methods`` entries and ``--variant`` values)::
+
+    bots                               # label "bots", selector bots, its defaults
+    bots_rho0.2=bots:rho=0.2           # label "bots_rho0.2", selector bots, rho = 0.2
+    random+dapo=random:dapo=true       # label "random+dapo", random selection with DAPO dynamic sampling
+    b=bots:lam=0.05,selection=greedy   # several hyperparameters, comma separated
+
+The keys ``dapo``, ``dapo_gen_factor`` and ``dapo_max_rounds`` configure DAPO dynamic sampling in the simulator loop
+and are not passed to the selector; every other key is a selector hyperparameter.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["LOOP_KEYS", "MethodSpec", "parse_method", "parse_value"]
+
+# Keys of a method spec consumed by the simulator loop, with their defaults.
+LOOP_KEYS: dict[str, Any] = {"dapo": False, "dapo_gen_factor": 1.0, "dapo_max_rounds": 10}
+_LABEL = re.compile(r"^[A-Za-z0-9_.+\-]+$")
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One method of a comparison.
+
+    Attributes:
+        label: the name in tables, plots and the run directory ``<out>/<label>/seed<k>/``.
+        selector: a selector name (core registry or ``oracle``).
+        hparams: selector hyperparameters.
+        dapo: DAPO dynamic sampling: keep sampling candidate batches of ``dapo_gen_factor * B`` tasks and drop
+            all-0 / all-1 groups until B informative groups are collected or ``dapo_max_rounds`` rounds are spent.
+        dapo_gen_factor: candidate batch size per round, as a multiple of B.
+        dapo_max_rounds: rounds per step before training on what was collected.
+    """
+
+    label: str
+    selector: str
+    hparams: dict[str, Any] = field(default_factory=dict)
+    dapo: bool = False
+    dapo_gen_factor: float = 1.0
+    dapo_max_rounds: int = 10
+
+    def __post_init__(self) -> None:
+        if not _LABEL.match(self.label):
+            raise ValueError(f"method label {self.label!r} may use only letters, digits and _ . + -")
+        if self.dapo_gen_factor <= 0 or self.dapo_max_rounds < 1:
+            raise ValueError("dapo_gen_factor must be > 0 and dapo_max_rounds >= 1")
+
+    def with_args(self, **args: Any) -> MethodSpec:
+        """A copy with more hyperparameters (loop keys are routed to their fields)."""
+        loop = {k: args.pop(k) for k in list(args) if k in LOOP_KEYS}
+        return MethodSpec(
+            self.label, self.selector, {**self.hparams, **args}, **{**self._loop_fields(), **_coerce_loop(loop)}
+        )
+
+    def _loop_fields(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in LOOP_KEYS}
+
+    def describe(self) -> dict[str, Any]:
+        """Plain dict for ``meta.json``."""
+        return {"selector": self.selector, "hparams": dict(self.hparams), **self._loop_fields()}
+
+
+def parse_value(text: str) -> Any:
+    """Parse a CLI value: JSON literals (numbers, true/false, null) and ``None``; anything else stays a string."""
+    if text in ("None", "none"):
+        return None
+    if text in ("True", "False"):
+        return text == "True"
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def parse_args_list(text: str) -> dict[str, Any]:
+    """``k=v,k=v`` -> dict (values through :func:`parse_value`)."""
+    out: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"expected key=value, got {part!r}")
+        out[key.strip()] = parse_value(value.strip())
+    return out
+
+
+def _coerce_loop(loop: dict[str, Any]) -> dict[str, Any]:
+    out = dict(loop)
+    if "dapo" in out:
+        out["dapo"] = out["dapo"] if isinstance(out["dapo"], bool) else str(out["dapo"]).lower() in ("1", "true")
+    if "dapo_gen_factor" in out:
+        out["dapo_gen_factor"] = float(out["dapo_gen_factor"])
+    if "dapo_max_rounds" in out:
+        out["dapo_max_rounds"] = int(out["dapo_max_rounds"])
+    return out
+
+
+def parse_method(text: str) -> MethodSpec:
+    """Parse ``[label=]selector[:k=v,...]`` (see the module docstring).
+
+    Raises:
+        ValueError: on a malformed spec.
+    """
+    text = text.strip()
+    head, _, args = text.partition(":")
+    label, sep, selector = head.partition("=")
+    if not sep:
+        label, selector = head, head
+    label, selector = label.strip(), selector.strip()
+    if not selector:
+        raise ValueError(f"method spec {text!r} names no selector")
+    return MethodSpec(label, selector).with_args(**parse_args_list(args))
