@@ -56,16 +56,21 @@ def math_file(path: Path, n: int = 12, weak=None, strong=None, prompts=None, gts
     prompts = prompts or [f"What is {i} + {i}? Please output the final answer within \\boxed{{}}." for i in range(n)]
     gts = gts or [str(2 * i) for i in range(n)]
     info = pa.array(
-        [{"index": 1000 + i, "original_question": prompts[i], "reward_metric": "default", "split": "train"}
-         for i in range(n)]
+        [
+            {"index": 1000 + i, "original_question": prompts[i], "reward_metric": "default", "split": "train"}
+            for i in range(n)
+        ]
     )
     columns = {
         "source": pa.nulls(n, pa.string()),
         "domain": pa.nulls(n, pa.string()),
         "llama8b_solve_rate": pa.array([float("nan")] * n),
     }
-    columns.update(_common(n, "math__merged_deduped_dapo_or1_dataset", "math", prompts, pa.array(gts), info,
-                           weak=weak, strong=strong))
+    columns.update(
+        _common(
+            n, "math__merged_deduped_dapo_or1_dataset", "math", prompts, pa.array(gts), info, weak=weak, strong=strong
+        )
+    )
     columns.update({"is_unique": pa.array([True] * n), "solution": pa.array(["..."] * n)})
     # Keep the released column order: pass-rate columns last.
     for key in ("qwen2.5_7b_pass_rate", "qwen3_30b_pass_rate"):
@@ -76,8 +81,15 @@ def math_file(path: Path, n: int = 12, weak=None, strong=None, prompts=None, gts
 def eval_math_file(path: Path, n: int, data_source: str, repeat: int = 1, with_rates: bool = False) -> Path:
     prompts = [f"Eval problem {i % (n // repeat)}. \\boxed{{}}" for i in range(n)]
     info = pa.array([{"index": i, "split": "test"} for i in range(n)])
-    cols = _common(n, data_source, "math", prompts, pa.array([str(i % (n // repeat)) for i in range(n)]), info,
-                   with_rates=with_rates)
+    cols = _common(
+        n,
+        data_source,
+        "math",
+        prompts,
+        pa.array([str(i % (n // repeat)) for i in range(n)]),
+        info,
+        with_rates=with_rates,
+    )
     return _write(path, cols)
 
 
@@ -86,12 +98,28 @@ def leetcode_file(path: Path, n: int = 3) -> Path:
     test = "def check(candidate):\n    assert candidate([1, 2]) == 3\n\ncheck(Solution().total)\n"
     gts = pa.array([json.dumps({"functional": test})] * n)
     info = pa.array(
-        [{"split": "train", "index": i, "reference": "...", "original_prompt": "...", "dataset": "LeetCodeDataset",
-          "prefix": "from typing import *\n", "question_title": f"q{i}", "difficulty": "Easy"} for i in range(n)]
+        [
+            {
+                "split": "train",
+                "index": i,
+                "reference": "...",
+                "original_prompt": "...",
+                "dataset": "LeetCodeDataset",
+                "prefix": "from typing import *\n",
+                "question_title": f"q{i}",
+                "difficulty": "Easy",
+            }
+            for i in range(n)
+        ]
     )
     cols = _common(n, "codegen__leetcode2k", "codegen", [f"### Question: leetcode {i}" for i in range(n)], gts, info)
-    cols.update({"task_id": pa.array([f"two-sum-{i}" for i in range(n)]), "query": pa.array(["..."] * n),
-                 "entry_point": pa.array(["Solution().total"] * n)})
+    cols.update(
+        {
+            "task_id": pa.array([f"two-sum-{i}" for i in range(n)]),
+            "query": pa.array(["..."] * n),
+            "entry_point": pa.array(["Solution().total"] * n),
+        }
+    )
     return _write(path, cols)
 
 
@@ -109,31 +137,57 @@ def stdin_code_file(path: Path, name: str, dataset: str, n: int = 3, extra_cols:
 def zebra_file(path: Path, n: int = 3, data_source: str = "logic__zebra_puzzle_dataset", with_rates=True) -> Path:
     gt_type = pa.struct([pa.field("header", pa.list_(pa.string())), pa.field("rows", pa.list_(pa.list_(pa.string())))])
     gts = pa.array([{"header": ["House", "Name"], "rows": [["1", f"A{i}"], ["2", f"B{i}"]]} for i in range(n)], gt_type)
-    info = pa.array([{"id": f"zebra-{i}", "grid_size": "2x2", "raw_instruction": "...", "raw_input": "...",
-                      "split": "train"} for i in range(n)])
-    return _write(path, _common(n, data_source, "logical_reasoning", [f"zebra {i}" for i in range(n)], gts, info,
-                                with_rates=with_rates))
+    info = pa.array(
+        [
+            {"id": f"zebra-{i}", "grid_size": "2x2", "raw_instruction": "...", "raw_input": "...", "split": "train"}
+            for i in range(n)
+        ]
+    )
+    return _write(
+        path,
+        _common(
+            n, data_source, "logical_reasoning", [f"zebra {i}" for i in range(n)], gts, info, with_rates=with_rates
+        ),
+    )
 
 
 def ordering_file(path: Path, n: int = 3, data_source: str = "logic__ordering_puzzle_dataset", with_rates=True):
     gts = pa.array([["pigeon", "sparrow", f"quail{i}"] for i in range(n)], pa.list_(pa.string()))
-    info = pa.array([{"id": i, "raw_instruction": "...", "raw_input": "...", "num_objects": 3, "split": "train"}
-                     for i in range(n)])
-    return _write(path, _common(n, data_source, "logical_reasoning", [f"order {i}" for i in range(n)], gts, info,
-                                with_rates=with_rates))
+    info = pa.array(
+        [{"id": i, "raw_instruction": "...", "raw_input": "...", "num_objects": 3, "split": "train"} for i in range(n)]
+    )
+    return _write(
+        path,
+        _common(
+            n, data_source, "logical_reasoning", [f"order {i}" for i in range(n)], gts, info, with_rates=with_rates
+        ),
+    )
 
 
 def graph_file(path: Path, n: int = 3) -> Path:
     info = pa.array([{"id": i, "lookahead": 2, "split": "train"} for i in range(n)])
-    return _write(path, _common(n, "logic__graph_logical_dataset", "logical_reasoning",
-                                [f"graph {i}" for i in range(n)], pa.array(["fdebme"] * n), info))
+    return _write(
+        path,
+        _common(
+            n,
+            "logic__graph_logical_dataset",
+            "logical_reasoning",
+            [f"graph {i}" for i in range(n)],
+            pa.array(["fdebme"] * n),
+            info,
+        ),
+    )
 
 
 def arc_file(path: Path, data_source: str, n: int = 3, with_rates=True) -> Path:
     gts = pa.array([[[i, 0], [0, i]] for i in range(n)], pa.list_(pa.list_(pa.int64())))
     info = pa.array([{"split": "train", "index": i} for i in range(n)])
-    return _write(path, _common(n, data_source, "reasoning", [f"{data_source} {i}" for i in range(n)], gts, info,
-                                with_rates=with_rates))
+    return _write(
+        path,
+        _common(
+            n, data_source, "reasoning", [f"{data_source} {i}" for i in range(n)], gts, info, with_rates=with_rates
+        ),
+    )
 
 
 def build_guru_dir(root: Path, **math_kwargs: Any) -> Path:

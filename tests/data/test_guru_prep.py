@@ -44,8 +44,16 @@ def test_all_domains_convert(guru: Path, tmp_path: Path) -> None:
         assert all(r["extra_info"]["index"] == r["task_id"] for r in rows)
         assert all(r["extra_info"]["original_index"] is not None for r in rows)
         # Only the needed columns survive (no GURU leftovers such as solution, llama8b_solve_rate, input_output).
-        assert set(train.schema.names) == {"data_source", "prompt", "ability", "reward_model", "extra_info", "task_id",
-                                           "qwen2.5_7b_pass_rate", "qwen3_30b_pass_rate"}
+        assert set(train.schema.names) == {
+            "data_source",
+            "prompt",
+            "ability",
+            "reward_model",
+            "extra_info",
+            "task_id",
+            "qwen2.5_7b_pass_rate",
+            "qwen3_30b_pass_rate",
+        }
     # AIME repeats each problem 8x on purpose: duplicates counted, kept, not fatal.
     assert report["math"]["outputs"]["val_aime24"]["issues"] == {"duplicate_prompt": 14}
     # Evaluation files without pass rates come out without those columns.
@@ -64,8 +72,9 @@ def test_converted_rows_score_with_the_rewards(guru: Path, tmp_path: Path) -> No
         "simulation__arcagi2": lambda gt: f"<answer>{gt}</answer>",
         "simulation__barc": lambda gt: f"<answer>{gt}</answer>",
         "math__merged_deduped_dapo_or1_dataset": lambda gt: f"\\boxed{{{gt}}}",
-        "codegen__leetcode2k": lambda gt: "```python\nclass Solution:\n    def total(self, xs: List[int]) -> int:\n"
-        "        return sum(xs)\n```",
+        "codegen__leetcode2k": lambda gt: (
+            "```python\nclass Solution:\n    def total(self, xs: List[int]) -> int:\n        return sum(xs)\n```"
+        ),
     }
     for domain in ("logic", "math"):
         for row in pq.read_table(tmp_path / "out" / domain / "train.parquet").to_pylist():
@@ -104,8 +113,13 @@ def test_fatal_issues_block_and_are_counted(tmp_path: Path) -> None:
     assert not (out / "math" / "train.parquet").exists()  # nothing half-written
     assert not list((out / "math").glob(".*tmp*"))
     report = json.loads((out / "math" / "prep_report.json").read_text())["outputs"]["train"]
-    assert report["issues"] == {"missing_pass_rate": 2, "pass_rate_out_of_range": 1, "weak_gt_strong": 1,
-                                "duplicate_prompt": 1, "bad_ground_truth": 1}
+    assert report["issues"] == {
+        "missing_pass_rate": 2,
+        "pass_rate_out_of_range": 1,
+        "weak_gt_strong": 1,
+        "duplicate_prompt": 1,
+        "bad_ground_truth": 1,
+    }
     assert report["blocking"] == {"missing_pass_rate": 2, "pass_rate_out_of_range": 1, "bad_ground_truth": 1}
 
 
@@ -120,8 +134,9 @@ def test_drop_flags_drop_and_report(tmp_path: Path) -> None:
     assert [r["task_id"] for r in rows] == [0, 1, 2, 3]
     assert [r["extra_info"]["original_index"] for r in rows] == ["1000", "1003", "1004", "1005"]
     assert all(not math.isnan(r["qwen2.5_7b_pass_rate"]) for r in rows)
-    both = prepare_domain(guru, out, "math", drop=frozenset(drop | {"weak_gt_strong", "duplicate_prompt"}),
-                          with_eval=False)["outputs"]["train"]
+    both = prepare_domain(
+        guru, out, "math", drop=frozenset(drop | {"weak_gt_strong", "duplicate_prompt"}), with_eval=False
+    )["outputs"]["train"]
     assert (both["rows_out"], both["dropped"]) == (2, 6)
 
 
@@ -136,8 +151,18 @@ def test_input_errors_are_clear(tmp_path: Path, guru: Path) -> None:
 
 def test_cli(guru: Path, tmp_path: Path) -> None:
     out = tmp_path / "cli"
-    cmd = [sys.executable, "-m", "bots_verl.data.guru", "--guru-dir", str(guru), "--out-dir", str(out),
-           "--domains", "logic", "--skip-eval"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bots_verl.data.guru",
+        "--guru-dir",
+        str(guru),
+        "--out-dir",
+        str(out),
+        "--domains",
+        "logic",
+        "--skip-eval",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "logic/train: 18 rows in, 18 written" in proc.stderr

@@ -10,7 +10,16 @@ import pytest
 
 from bots_verl.rewards import compute_score, domain_of, supports
 
-MALFORMED = ["", "no answer at all", "<answer>", "\\boxed{", "```python\n", None, "<answer>[[1, 2]</answer>", "x" * 50_000]
+MALFORMED = [
+    "",
+    "no answer at all",
+    "<answer>",
+    "\\boxed{",
+    "```python\n",
+    None,
+    "<answer>[[1, 2]</answer>",
+    "x" * 50_000,
+]
 
 
 def _check(result: dict, acc: bool) -> None:
@@ -60,8 +69,12 @@ def _code(body: str) -> str:
         ("codegen__taco", STDIN_TESTS, "a, b = map(int, input().split())\nprint(a + b)", True),
         ("codegen__taco", STDIN_TESTS, "a, b = map(int, input().split())\nprint(a * b)", False),
         ("codegen__livecodebench", STDIN_TESTS, "a, b = map(int, input().split())\nprint(float(a + b))", True),
-        ("codegen__leetcode2k", FUNCTIONAL, "class Solution:\n    def total(self, xs: List[int]) -> int:\n"
-         "        return sum(xs)", True),
+        (
+            "codegen__leetcode2k",
+            FUNCTIONAL,
+            "class Solution:\n    def total(self, xs: List[int]) -> int:\n        return sum(xs)",
+            True,
+        ),
         ("codegen__leetcode2k", FUNCTIONAL, "class Solution:\n    def total(self, xs):\n        return 0", False),
         ("codegen__primeintellect", CALL_TESTS, "def add(a, b):\n    return a + b", True),
         ("codegen__primeintellect", CALL_TESTS, "def add(a, b):\n    return a - b", False),
@@ -77,8 +90,9 @@ def test_code_limits() -> None:
     """A busy loop hits the time limit, a huge allocation the memory limit: both are failures, quickly."""
     spin = compute_score("codegen__taco", _code("while True:\n    pass"), STDIN_TESTS, timeout_s=1)
     assert spin["acc"] is False and spin["status"] == "timeout"
-    hog = compute_score("codegen__taco", _code("x = bytearray(4 * 1024**3)\nprint(5)"), STDIN_TESTS,
-                        memory_limit_mb=256)
+    hog = compute_score(
+        "codegen__taco", _code("x = bytearray(4 * 1024**3)\nprint(5)"), STDIN_TESTS, memory_limit_mb=256
+    )
     assert hog["acc"] is False and hog["status"] == "error"
 
 
@@ -99,12 +113,24 @@ ZEBRA = {"header": ["House", "Name", "Pet"], "rows": [["1", "Alice", "cat"], ["2
 @pytest.mark.parametrize(
     ("source", "response", "truth", "acc"),
     [
-        ("logic__ordering_puzzle_dataset", "<answer> ['pigeon', 'sparrow', 'quail'] </answer>",
-         ["pigeon", "sparrow", "quail"], True),
-        ("logic__ordering_puzzle_dataset", '<answer>["Pigeon","sparrow","quail"]</answer>',
-         json.dumps(["pigeon", "sparrow", "quail"]), True),
-        ("logic__ordering_puzzle_dataset", "<answer> ['sparrow', 'pigeon', 'quail'] </answer>",
-         ["pigeon", "sparrow", "quail"], False),
+        (
+            "logic__ordering_puzzle_dataset",
+            "<answer> ['pigeon', 'sparrow', 'quail'] </answer>",
+            ["pigeon", "sparrow", "quail"],
+            True,
+        ),
+        (
+            "logic__ordering_puzzle_dataset",
+            '<answer>["Pigeon","sparrow","quail"]</answer>',
+            json.dumps(["pigeon", "sparrow", "quail"]),
+            True,
+        ),
+        (
+            "logic__ordering_puzzle_dataset",
+            "<answer> ['sparrow', 'pigeon', 'quail'] </answer>",
+            ["pigeon", "sparrow", "quail"],
+            False,
+        ),
         ("logic__graph_logical_dataset", "path found. <answer> FDEBME </answer>", "fdebme", True),
         ("logic__graph_logical_dataset", "<answer>f -> d -> e</answer>", "fde", True),
         ("logic__graph_logical_dataset", "<answer>fdeb</answer>", "fdebme", False),
