@@ -45,6 +45,7 @@ examples:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (every option documented)."""
+    demo = ", ".join(f"{k}={v}" for k, v in DEMO.items())
     p = argparse.ArgumentParser(
         prog="python -m bots_verl.sim",
         description="Simulated RL finetuning to compare task selectors (BOTS and baselines) in seconds: a pool of "
@@ -53,31 +54,63 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--preset", choices=["demo"], help="the default comparison of `make demo` (%s); other options "
-                   "given explicitly override it" % ", ".join(f"{k}={v}" for k, v in DEMO.items()))
-    p.add_argument("--scenario", choices=sorted(PRESETS), help="world preset (default math): pool size, difficulty "
-                   "distribution and skill transfer; see bots_verl/sim/README.md")
+    p.add_argument(
+        "--preset",
+        choices=["demo"],
+        help=f"the default comparison of `make demo` ({demo}); other options given explicitly override it",
+    )
+    p.add_argument(
+        "--scenario",
+        choices=sorted(PRESETS),
+        help="world preset (default math): pool size, difficulty "
+        "distribution and skill transfer; see bots_verl/sim/README.md",
+    )
     p.add_argument("--methods", help="comma-separated method specs (default: bots,mopps,implicit_only,random,oracle)")
-    p.add_argument("--variant", action="append", default=[], metavar="LABEL=SELECTOR[:K=V,...]",
-                   help="add a labelled variant (repeatable), e.g. bots_rho0.2=bots:rho=0.2")
-    p.add_argument("--method-arg", action="append", default=[], metavar="LABEL:K=V[,K=V]",
-                   help="override hyperparameters of a listed method (repeatable), e.g. bots:rho=0.2")
-    p.add_argument("--dapo", metavar="LABELS", help="also run these methods (comma list, or 'all') with DAPO dynamic "
-                   "sampling, labelled <label>+dapo: oversample, drop all-0/all-1 groups, count the extra rollouts")
-    p.add_argument("--seeds", type=int, help="number of seeds 0..k-1 (default 5); seed k fixes the world, so methods "
-                   "are paired by seed")
+    p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="LABEL=SELECTOR[:K=V,...]",
+        help="add a labelled variant (repeatable), e.g. bots_rho0.2=bots:rho=0.2",
+    )
+    p.add_argument(
+        "--method-arg",
+        action="append",
+        default=[],
+        metavar="LABEL:K=V[,K=V]",
+        help="override hyperparameters of a listed method (repeatable), e.g. bots:rho=0.2",
+    )
+    p.add_argument(
+        "--dapo",
+        metavar="LABELS",
+        help="also run these methods (comma list, or 'all') with DAPO dynamic "
+        "sampling, labelled <label>+dapo: oversample, drop all-0/all-1 groups, count the extra rollouts",
+    )
+    p.add_argument(
+        "--seeds",
+        type=int,
+        help="number of seeds 0..k-1 (default 5); seed k fixes the world, so methods are paired by seed",
+    )
     p.add_argument("--seed-list", help="explicit comma-separated seeds (instead of --seeds)")
     p.add_argument("--steps", type=int, help="training steps per run (default 300)")
     p.add_argument("--batch-size", type=int, default=32, help="tasks per step B (default 32, as in the paper's config)")
     p.add_argument("--rollouts", type=int, default=16, help="rollouts per task n (default 16)")
     p.add_argument("--eval-every", type=int, default=1, help="eval interval in steps (default 1; TTB resolution)")
     p.add_argument("--pool-size", type=int, help="override the scenario's training-pool size")
-    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                   help="override any scenario field (repeatable), e.g. ref_task_noise=2.0, ref_offsets=0.5,1.5,4, "
-                   "shared_loading=0.2, eval_samples=1; fields are listed in bots_verl/sim/scenario.py")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override any scenario field (repeatable), e.g. ref_task_noise=2.0, ref_offsets=0.5,1.5,4, "
+        "shared_loading=0.2, eval_samples=1; fields are listed in bots_verl/sim/scenario.py",
+    )
     p.add_argument("--baseline", default="random", help="label that TTB/BSF are relative to (default random)")
-    p.add_argument("--out", help="output directory (default runs/sim-<scenario>); run logs go to "
-                   "<out>/<label>/seed<k>/{meta.json,metrics.jsonl}")
+    p.add_argument(
+        "--out",
+        help="output directory (default runs/sim-<scenario>); run logs go to "
+        "<out>/<label>/seed<k>/{meta.json,metrics.jsonl}",
+    )
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -110,8 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     defaults = DEMO if args.preset == "demo" else {}
     scenario = args.scenario or defaults.get("scenario", "math")
     try:
@@ -124,13 +158,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             overrides[key.strip()] = value.strip()
         if args.pool_size is not None:
             overrides["pool_size"] = args.pool_size
-        seeds = ([int(parse_value(x)) for x in args.seed_list.split(",")] if args.seed_list
-                 else args.seeds or defaults.get("seeds", 5))
+        seeds = (
+            [int(parse_value(x)) for x in args.seed_list.split(",")]
+            if args.seed_list
+            else args.seeds or defaults.get("seeds", 5)
+        )
         out = args.out or defaults.get("out") or f"runs/sim-{scenario}"
         result = run_experiment(
-            scenario, methods, seeds, args.steps or defaults.get("steps", 300),
-            batch_size=args.batch_size, rollouts_per_task=args.rollouts, eval_every=args.eval_every,
-            baseline=args.baseline, scenario_overrides=overrides, out=out, plots=not args.no_plots,
+            scenario,
+            methods,
+            seeds,
+            args.steps or defaults.get("steps", 300),
+            batch_size=args.batch_size,
+            rollouts_per_task=args.rollouts,
+            eval_every=args.eval_every,
+            baseline=args.baseline,
+            scenario_overrides=overrides,
+            out=out,
+            plots=not args.no_plots,
             progress=not args.no_progress,
         )
     except ValueError as exc:

@@ -26,11 +26,11 @@ from typing import Any
 
 from bots_verl.core.metrics import Interval
 from bots_verl.sim.loop import RunResult, run_method, stream
-from bots_verl.sim.selectors import make_selector
 from bots_verl.sim.methods import MethodSpec, parse_method
 from bots_verl.sim.plots import plot_all
 from bots_verl.sim.report import format_table, summarize
 from bots_verl.sim.scenario import ScenarioConfig, get_scenario
+from bots_verl.sim.selectors import make_selector
 from bots_verl.sim.world import World, build_world
 
 logger = logging.getLogger(__name__)
@@ -111,9 +111,7 @@ class ExperimentResult:
             "baseline": self.baseline,
             "wall_s": self.wall_s,
             "worlds": {str(k): v for k, v in self.worlds.items()},
-            "summary": {
-                label: {col: iv._asdict() for col, iv in row.items()} for label, row in self.summary.items()
-            },
+            "summary": {label: {col: iv._asdict() for col, iv in row.items()} for label, row in self.summary.items()},
         }
 
 
@@ -194,9 +192,17 @@ def run_experiment(
                     bar.set_postfix_str(f"seed {seed} {spec.label}")
                 run_dir = out_dir / spec.label / f"seed{seed}" if out_dir is not None else None
                 runs[spec.label].append(
-                    run_method(world, spec, seed, steps=steps, batch_size=batch_size,
-                               rollouts_per_task=rollouts_per_task, eval_every=eval_every, run_dir=run_dir,
-                               progress=bar)
+                    run_method(
+                        world,
+                        spec,
+                        seed,
+                        steps=steps,
+                        batch_size=batch_size,
+                        rollouts_per_task=rollouts_per_task,
+                        eval_every=eval_every,
+                        run_dir=run_dir,
+                        progress=bar,
+                    )
                 )
     finally:
         if bar is not None:

@@ -125,8 +125,13 @@ def run_method(
             seed=seed,
             hparams=spec.describe(),
             total_steps=steps,
-            extra={"scenario": cfg.to_dict(), "world": world.summary(), "batch_size": batch_size,
-                   "rollouts_per_task": rollouts_per_task, "eval_every": eval_every},
+            extra={
+                "scenario": cfg.to_dict(),
+                "world": world.summary(),
+                "batch_size": batch_size,
+                "rollouts_per_task": rollouts_per_task,
+                "eval_every": eval_every,
+            },
         )
     gen_size = min(num_tasks, max(1, round(spec.dapo_gen_factor * batch_size))) if spec.dapo else batch_size
     rounds_max = spec.dapo_max_rounds if spec.dapo else 1
@@ -180,16 +185,18 @@ def run_method(
                 eval_acc.append(policy.eval_accuracy(rng_eval))
             if writer:
                 data = {f"bots/{k}": v for k, v in selector.stats().items()}
-                data.update({
-                    "bots/batch/effective_task_ratio": row["etr"],
-                    "bots/rollouts": row["rollouts"],
-                    "bots/select_ms": row["select_ms"],
-                    "bots/update_ms": row["update_ms"],
-                    "sim/train_signal": signal,
-                    "sim/trained_groups": float(tr_idx.size),
-                    "sim/dapo_rounds": float(rounds),
-                    "sim/batch_true_p_mean": float(np.concatenate(gen_p).mean()),
-                })
+                data.update(
+                    {
+                        "bots/batch/effective_task_ratio": row["etr"],
+                        "bots/rollouts": row["rollouts"],
+                        "bots/select_ms": row["select_ms"],
+                        "bots/update_ms": row["update_ms"],
+                        "sim/train_signal": signal,
+                        "sim/trained_groups": float(tr_idx.size),
+                        "sim/dapo_rounds": float(rounds),
+                        "sim/batch_true_p_mean": float(np.concatenate(gen_p).mean()),
+                    }
+                )
                 if is_eval:
                     data[metric] = eval_acc[-1]
                 writer.log(t, data)
@@ -206,4 +213,3 @@ def run_method(
         run_dir=Path(run_dir) if run_dir is not None else None,
         **curves,
     )
-

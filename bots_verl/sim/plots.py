@@ -38,9 +38,7 @@ def _smooth(x: np.ndarray, window: int) -> np.ndarray:
     return (c[idx] - c[start]) / (idx - start)
 
 
-def plot_all(
-    runs: Mapping[str, Sequence[RunResult]], out: str | Path, title: str, window: int = 10
-) -> list[Path]:
+def plot_all(runs: Mapping[str, Sequence[RunResult]], out: str | Path, title: str, window: int = 10) -> list[Path]:
     """Write the three figures to ``out`` and return their paths."""
     import matplotlib
 

@@ -34,8 +34,8 @@ def summarize(
         level: interval level.
 
     Returns:
-        ``{label: {column: Interval}}``; columns ``etr``, ``acc_final``, ``acc_best``, ``d_acc_final`` (vs the baseline),
-        ``ttb25/50/100``, ``bsf25/50/100``, ``rollouts``, ``select_ms``.
+        ``{label: {column: Interval}}``; columns ``etr``, ``acc_final``, ``acc_best``, ``d_acc_final`` (vs the
+        baseline), ``ttb25/50/100``, ``bsf25/50/100``, ``rollouts``, ``select_ms``.
     """
     base = runs.get(baseline) if baseline else None
     if baseline and base is None:
@@ -53,15 +53,14 @@ def summarize(
             if [r.seed for r in rs] != [b.seed for b in base]:
                 raise ValueError(f"{label}: seeds {[r.seed for r in rs]} do not pair with the baseline's")
             row["d_acc_final"] = paired_interval([r.eval_acc[-1] for r in rs], [b.eval_acc[-1] for b in base], level)
+            pairs = list(zip(rs, base, strict=True))
             for f in FRACTIONS:
                 key = f"{round(100 * f)}"
                 row[f"ttb{key}"] = interval(
-                    [ttb(r.eval_steps, r.eval_acc, b.eval_steps, b.eval_acc, f, steps) for r, b in zip(rs, base)],
-                    level,
+                    [ttb(r.eval_steps, r.eval_acc, b.eval_steps, b.eval_acc, f, steps) for r, b in pairs], level
                 )
                 row[f"bsf{key}"] = interval(
-                    [bsf(r.eval_steps, r.eval_acc, b.eval_steps, b.eval_acc, f, steps) for r, b in zip(rs, base)],
-                    level,
+                    [bsf(r.eval_steps, r.eval_acc, b.eval_steps, b.eval_acc, f, steps) for r, b in pairs], level
                 )
         out[label] = row
     return out

@@ -81,7 +81,7 @@ class ScenarioConfig:
     filter_unsolved: bool = True
     filter_inverted: bool = True
     learning_rate: float = 0.04
-    grad_noise: float = 0.2
+    grad_noise: float = 0.25
     adam_beta2: float = 0.99
     capacity: float = 1.5
     forgetting: float = 0.002

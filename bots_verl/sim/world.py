@@ -58,8 +58,9 @@ class TaskSet:
 
     def take(self, rows: np.ndarray) -> TaskSet:
         """The subset ``rows``."""
-        return TaskSet(*(x[rows] for x in (self.loadings, self.discrimination, self.difficulty, self.offset,
-                                            self.reference)))
+        return TaskSet(
+            *(x[rows] for x in (self.loadings, self.discrimination, self.difficulty, self.offset, self.reference))
+        )
 
 
 @dataclass(frozen=True)
