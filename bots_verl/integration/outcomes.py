@@ -1,0 +1,165 @@
+"""Per-step evidence for the posterior, read from TransferQueue.
+
+In verl 0.9.1's V1 trainer a step's trajectories live in TransferQueue under keys ``{uid}_{session_id}_{output}``
+(``uid`` per prompt, ``session_id`` in ``[0, rollout.n)``, several outputs per session for multi-output agent loops,
+all carrying the session's final reward). Each trajectory stores every dataset field of its prompt (so the task id),
+``rm_scores`` (per token; the scalar reward sits on the last response token) and ``extra_fields.reward_extra_info``
+(``acc`` and friends from the reward function).
+
+Rules applied here:
+
+- rows tagged ``is_padding`` (synthetic rows verl appends for divisibility; they copy the first real row's
+  metadata with a zero reward) are skipped;
+- one outcome per ``(uid, session_id)``;
+- a reward becomes a success in [0, 1] through :class:`SuccessRule`; a reward that cannot be mapped is a
+  ``ValueError``, never a silent 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from bots_verl.integration.tasks import TaskIndex, task_id_of
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Outcome", "SuccessRule", "aggregate_outcomes", "read_outcomes", "session_keys"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """One rollout session's result."""
+
+    task_id: int | str
+    success: float
+    score: float
+
+
+@dataclasses.dataclass(frozen=True)
+class SuccessRule:
+    """Maps a rollout's reward to a success in [0, 1].
+
+    Args:
+        rule: ``auto``: ``reward_extra_info["acc"]`` when present and a bool or a number in [0, 1], else
+            ``score > threshold`` (math_dapo's +/-1 scores come with a bool ``acc``; verl's naive reward manager
+            copies a float score into ``acc``, so a +/-1 float score falls back to the threshold). ``acc``: ``acc``
+            only (must be present). ``threshold``: ``score > threshold``. ``score``: the score itself, which must lie
+            in [0, 1] (e.g. fractional test-case pass rates).
+        threshold: the score threshold.
+    """
+
+    rule: str = "auto"
+    threshold: float = 0.0
+
+    def __call__(self, score: float, extra: Mapping[str, Any] | None) -> float:
+        """The success in [0, 1].
+
+        Raises:
+            ValueError: if the reward cannot be mapped (NaN score, missing or out-of-range ``acc``/score).
+        """
+        if not math.isfinite(score):
+            raise ValueError(f"reward score {score!r} is not finite")
+        acc = None if extra is None else extra.get("acc", None)
+        acc = getattr(acc, "item", lambda: acc)() if acc is not None else None
+        if self.rule in ("auto", "acc") and acc is not None:
+            if isinstance(acc, bool | np.bool_):
+                return float(acc)
+            if isinstance(acc, int | float) and 0.0 <= acc <= 1.0:
+                return float(acc)
+            if self.rule == "acc" or not (isinstance(acc, int | float) and math.isfinite(acc)):
+                raise ValueError(f"reward_extra_info['acc']={acc!r} is not a bool or a number in [0, 1]")
+        if self.rule == "acc":
+            raise ValueError("bots.success.rule=acc but the reward function gave no reward_extra_info['acc']")
+        if self.rule == "score":
+            if not 0.0 <= score <= 1.0:
+                raise ValueError(f"bots.success.rule=score needs scores in [0, 1], got {score}")
+            return float(score)
+        return float(score > self.threshold)
+
+
+def session_keys(keys: Sequence[str], tags: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One key per ``(uid, session_id)``, padding rows dropped, in first-seen order."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for key, tag in zip(keys, tags, strict=True):
+        if tag.get("is_padding", False):
+            continue
+        parts = key.rsplit("_", 2)
+        if len(parts) != 3:
+            raise ValueError(f"unexpected TransferQueue trajectory key {key!r} (want uid_session_output)")
+        session = (parts[0], parts[1])
+        if session not in seen:
+            seen.add(session)
+            out.append(key)
+    return out
+
+
+def read_outcomes(
+    keys: Sequence[str],
+    tags: Sequence[Mapping[str, Any]],
+    partition_id: str,
+    *,
+    task_path: Sequence[str],
+    rule: SuccessRule,
+) -> list[Outcome]:
+    """Read one outcome per non-padding session from TransferQueue.
+
+    Args:
+        keys: trajectory keys (``KVBatchMeta.keys``).
+        tags: their tags (``KVBatchMeta.tags``).
+        partition_id: TransferQueue partition (``train``).
+        task_path: the task id field path, e.g. ``("extra_info", "index")``.
+        rule: the success rule.
+
+    Returns:
+        The outcomes, one per session.
+
+    Raises:
+        ValueError: for a missing task id or an unmappable reward.
+    """
+    import transfer_queue as tq
+
+    chosen = session_keys(keys, tags)
+    if not chosen:
+        return []
+    data = tq.kv_batch_get(
+        keys=chosen, partition_id=partition_id, select_fields=[task_path[0], "rm_scores", "extra_fields"]
+    )
+    roots = list(data[task_path[0]])
+    scores = list(data["rm_scores"])
+    extras = list(data["extra_fields"])
+    out = []
+    for key, root, score, extra in zip(chosen, roots, scores, extras, strict=True):
+        extra = getattr(extra, "data", extra)
+        info = extra.get("reward_extra_info", None) if isinstance(extra, Mapping) else None
+        value = float(score.sum().item())
+        try:
+            success = rule(value, info)
+        except ValueError as exc:
+            raise ValueError(f"trajectory {key}: {exc}") from exc
+        out.append(Outcome(task_id=task_id_of({task_path[0]: root}, task_path), success=success, score=value))
+    return out
+
+
+def aggregate_outcomes(outcomes: Iterable[Outcome], index: TaskIndex) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-task ``(positions, successes, attempts)``, positions ascending.
+
+    Raises:
+        ValueError: for a task id outside the pool.
+    """
+    outcomes = list(outcomes)
+    if not outcomes:
+        empty = np.zeros(0)
+        return empty.astype(np.int64), empty, empty
+    positions = index.positions(o.task_id for o in outcomes)
+    succ = np.array([o.success for o in outcomes], dtype=float)
+    uniq, inverse = np.unique(positions, return_inverse=True)
+    successes = np.bincount(inverse, weights=succ, minlength=uniq.size)
+    attempts = np.bincount(inverse, minlength=uniq.size).astype(float)
+    return uniq.astype(np.int64), successes, attempts
