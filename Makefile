@@ -32,7 +32,7 @@ test: install-test lint
 	$(PY) -m pytest -q tests
 
 demo: install-demo
-	$(PY) -m bots_verl.sim --preset demo --out runs/demo
+	$(PY) -m bots_verl.sim --preset demo
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache
