@@ -44,6 +44,8 @@ __all__ = [
     "main",
     "main_columns",
     "main_table",
+    "row_labeller",
+    "tables_for",
     "to_latex",
     "to_markdown",
 ]
@@ -111,7 +113,7 @@ class Table:
         return self.cells[(row, domain, key)]
 
 
-def _row_sort_key(label: str) -> tuple[int, str]:
+def row_sort_key(label: str) -> tuple[int, str]:
     return (ROW_ORDER.index(label) if label in ROW_ORDER else len(ROW_ORDER), label)
 
 
@@ -234,7 +236,7 @@ def _build_table(
     include_baseline_row: bool,
     acc_metric: str | None,
     level: float,
-    row_key: Callable[[str], Any] = _row_sort_key,
+    row_key: Callable[[str], Any] = row_sort_key,
 ) -> Table:
     baselines = _group((r for r in runs if r.label == BASELINE), lambda r: BASELINE)
     grouped = _group((r for r in runs if r.label != BASELINE), row_of)
@@ -287,15 +289,23 @@ def main_table(runs: Sequence[Run], acc_metric: str | None = None, level: float 
     Raises:
         LoadError: missing baseline, unpaired seeds, runs of different lengths, missing metrics.
     """
+    return _build_table("Main table", "Method", runs, row_labeller(runs), True, acc_metric, level)
+
+
+def row_labeller(runs: Sequence[Run]) -> Callable[[Run], str]:
+    """The main table's row label of a run: its label, plus ``(k=v, ...)`` for hparams that vary within the label.
+
+    The figures use the same labels, so a line and a table row with the same name hold the same runs.
+    """
     varying = _varying_hparams(runs)
 
     def row_of(run: Run) -> str:
-        keys = varying.get(run.label, [])
+        keys = varying.get(run.label, []) if run.label != BASELINE else []
         if not keys:
             return run.label
         return run.label + " (" + ", ".join(f"{k}={run.flat_hparams.get(k, '-')}" for k in keys) + ")"
 
-    return _build_table("Main table", "Method", runs, row_of, True, acc_metric, level)
+    return row_of
 
 
 def _hparam(hparams: Mapping[str, Any], param: str) -> Any:
@@ -307,7 +317,8 @@ def _hparam(hparams: Mapping[str, Any], param: str) -> Any:
 
 def _rest(run: Run) -> str:
     """The run's hyperparameters other than the ablated ones, as a comparable string."""
-    ablated = {key for keys, _ in ABLATION_PARAMS.values() for key in keys}
+    # "selector" is how the run is matched, so it is not part of what must agree.
+    ablated = {key for keys, _ in ABLATION_PARAMS.values() for key in keys} | {"selector"}
     return json.dumps({k: v for k, v in run.flat_hparams.items() if k not in ablated}, sort_keys=True, default=str)
 
 

@@ -1,0 +1,81 @@
+"""Logs a table cannot use give errors that name the run and the metric, the lengths, or the missing baseline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from analysis_fixtures import CURVES, write_run
+
+from analysis import tables
+from analysis.loader import LoadError, load_runs
+
+
+def _pair(root: Path, **bots_kwargs: object) -> None:
+    for seed in (0, 1):
+        write_run(root, "random", seed, CURVES[("random", seed)])
+        write_run(root, "bots", seed, CURVES[("bots", seed)], **bots_kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "metric"),
+    [({"etr": None}, "bots/batch/effective_task_ratio"), ({"rollouts": None}, "bots/rollouts")],
+)
+def test_missing_metric_names_run_and_metric(tmp_path: Path, kwargs: dict, metric: str) -> None:
+    _pair(tmp_path, **kwargs)
+    with pytest.raises(LoadError, match=rf"run math/bots/seed0 \(.*seed0\): metric '{metric}' is missing"):
+        tables.main_table(load_runs([tmp_path]))
+
+
+def test_missing_accuracy_names_the_run(tmp_path: Path) -> None:
+    _pair(tmp_path, acc_metric="val/other")
+    with pytest.raises(LoadError, match=r"run math/bots/seed0 .*no eval accuracy metric \(val-core/"):
+        tables.main_table(load_runs([tmp_path]))
+    with pytest.raises(LoadError, match=r"run math/random/seed0 .*metric 'val/other' is missing"):
+        tables.main_table(load_runs([tmp_path]), acc_metric="val/other")
+
+
+def test_different_lengths_say_which(tmp_path: Path) -> None:
+    _pair(tmp_path)
+    write_run(
+        tmp_path / "long", "offline", 0, (0.1, 0.2, 0.3, 0.4, 0.5, 0.6), total_steps=10, eval_steps=(0, 2, 4, 6, 8, 10)
+    )
+    with pytest.raises(
+        LoadError, match=r"domain math: runs of different lengths .*total_steps=8: .*total_steps=10: math/offline/seed0"
+    ):
+        tables.main_table(load_runs([tmp_path]))
+
+
+def test_crashed_run_is_a_different_length(tmp_path: Path) -> None:
+    _pair(tmp_path)
+    write_run(tmp_path / "crash", "offline", 0, (0.1, 0.2, 0.3), total_steps=8, eval_steps=(0, 2, 4))
+    lines = (tmp_path / "crash/math/offline/seed0/metrics.jsonl").read_text().splitlines()
+    (tmp_path / "crash/math/offline/seed0/metrics.jsonl").write_text("\n".join(lines[:7]) + "\n")
+    with pytest.raises(LoadError, match=r"last logged step=4: math/offline/seed0"):
+        tables.main_table(load_runs([tmp_path]))
+
+
+def test_missing_baseline_is_per_domain(tmp_path: Path) -> None:
+    _pair(tmp_path)
+    write_run(tmp_path, "bots", 0, CURVES[("bots", 0)], domain="logic")
+    with pytest.raises(LoadError, match=r"domain logic: no 'random' baseline runs .*methods: \['bots'\]"):
+        tables.main_table(load_runs([tmp_path]))
+
+
+def test_unpaired_seed_and_duplicate_runs(tmp_path: Path) -> None:
+    _pair(tmp_path)
+    write_run(tmp_path, "bots", 5, CURVES[("bots", 0)])
+    with pytest.raises(
+        LoadError, match=r"domain math: bots seed 5 has no random run with the same seed .*seeds: \[0, 1\]"
+    ):
+        tables.main_table(load_runs([tmp_path]))
+    write_run(tmp_path / "again", "bots", 5, CURVES[("bots", 0)])
+    with pytest.raises(LoadError, match=r"row 'bots', seed 5: two runs"):
+        tables.main_table(load_runs([tmp_path]))
+
+
+def test_cli_reports_errors_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_run(tmp_path, "bots", 0, CURVES[("bots", 0)])
+    assert tables.main(["--runs", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: domain math: no 'random' baseline runs") and err.count("\n") == 1

@@ -1,0 +1,88 @@
+"""Loading runs: our run logs (merged lines), TensorBoard events and wandb CSV exports with sidecars or --meta."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from analysis_fixtures import ACC, CURVES, write_run
+
+from analysis import loader
+from analysis.loader import LoadError
+
+
+def test_runlog_merges_lines_of_one_step(tmp_path: Path) -> None:
+    run = loader.load_run(write_run(tmp_path, "bots", 3, CURVES[("bots", 0)], hparams={"rho": 0.2}))
+    assert (run.domain, run.method, run.seed, run.total_steps, run.last_step) == ("math", "bots", 3, 8, 8)
+    assert run.hparams == {"rho": 0.2} and run.label == "bots" and run.input_format == "runlog"
+    # step 2 was logged as a training line and a validation line: one row holds both
+    assert run.metrics.loc[2, ACC] == pytest.approx(0.3) and run.metrics.loc[2, "bots/rollouts"] == 64.0
+    assert math.isnan(run.metrics.loc[3, ACC])
+    name, acc = loader.accuracy_metric(run)
+    assert name == ACC and list(acc.index) == [0, 2, 4, 6, 8]
+
+
+def test_several_eval_sources_are_averaged(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path, "bots", 0, (0.2, 0.4, 0.6, 0.8, 1.0))
+    with (run_dir / "metrics.jsonl").open("a") as fh:
+        for step, value in ((0, 0.0), (4, 0.2)):
+            fh.write(json.dumps({"step": step, "data": {"val-core/aime24/acc/mean@16": value}}) + "\n")
+            fh.write(json.dumps({"step": step, "data": {"val-core/aime24/acc/mean@1": 0.9}}) + "\n")
+    name, acc = loader.accuracy_metric(loader.load_run(run_dir))
+    assert name == f"mean(val-core/aime24/acc/mean@16, {ACC})"
+    assert acc.to_dict() == pytest.approx({0: 0.1, 4: 0.4})
+
+
+def test_tensorboard_with_sidecar_and_meta_flags(tmp_path: Path) -> None:
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    run_dir = tmp_path / "tb" / "bots_seed1"
+    writer = EventFileWriter(str(run_dir))
+    for step, (tag, value) in enumerate([(ACC, 0.1), ("bots/rollouts", 64.0), (ACC, 0.3)]):
+        summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)])
+        writer.add_event(event_pb2.Event(step=step // 2 * 2, wall_time=1.0 + step, summary=summary))
+    writer.close()
+    with pytest.raises(LoadError, match=r"bots_seed1: metadata lacks \['domain', 'method', 'seed'\]"):
+        loader.load_run(run_dir)
+    (run_dir / "meta.json").write_text(json.dumps({"method": "bots", "seed": 1, "total_steps": 2}))
+    run = loader.load_run(run_dir, loader.parse_meta_args(["domain=math", "seed=7", "hparams.rho=0.5"]))
+    assert (run.domain, run.method, run.seed, run.hparams, run.input_format) == (
+        "math",
+        "bots",
+        1,
+        {"rho": 0.5},
+        "tensorboard",
+    )
+    assert run.metrics.loc[0, ACC] == pytest.approx(0.1) and run.metrics.loc[0, "bots/rollouts"] == 64.0
+    assert run.metrics.loc[2, ACC] == pytest.approx(0.3)
+    assert [r.path for r in loader.load_runs([tmp_path / "tb"], {"domain": "math"})] == [run_dir]
+
+
+def test_wandb_csv_with_sidecar(tmp_path: Path) -> None:
+    csv = tmp_path / "export" / "bots-0.csv"
+    csv.parent.mkdir()
+    csv.write_text(f"_step,_runtime,{ACC},bots/rollouts\n0,1.0,0.1,\n1,2.0,,64\n2,3.0,0.4,64\n2,3.5,,\n")
+    (csv.parent / "bots-0.meta.json").write_text(json.dumps({"domain": "code", "method": "bots", "seed": 0}))
+    run = loader.load_run(csv)
+    assert (run.domain, run.total_steps, run.input_format) == ("code", 2, "wandb-csv")
+    assert "_runtime" not in run.metrics.columns
+    assert run.metrics.loc[2, ACC] == pytest.approx(0.4) and run.metrics.loc[2, "bots/rollouts"] == 64.0
+    bad = tmp_path / "bad.csv"
+    bad.write_text("Step,acc\n0,1\n")
+    with pytest.raises(LoadError, match=r"bad.csv: a wandb CSV export needs a '_step' column"):
+        loader.load_run(bad, {"domain": "x", "method": "y", "seed": 0})
+
+
+def test_unknown_layouts_and_empty_roots(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(LoadError, match="no runs found under"):
+        loader.load_runs([tmp_path / "empty"])
+    with pytest.raises(LoadError, match="no such file"):
+        loader.load_runs([tmp_path / "missing"])
+    with pytest.raises(LoadError, match="neither a run log"):
+        loader.load_run(tmp_path / "empty")
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        loader.parse_meta_args(["domain"])
