@@ -1,0 +1,80 @@
+"""Helpers for the reference_eval tests: a tiny random-weight Llama, a word-level tokenizer, a verl parquet.
+
+Nothing comes from the hub. The vocabulary contains ``\\boxed{1}``..``\\boxed{3}`` as single tokens, and the
+random model's logits are close to uniform, so sampled answers hit the ground truth often enough that pass rates
+spread over 0..1 instead of all being 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+WORDS = ["what", "is", "the", "answer", "to", "question", "user", "assistant", ":", "1", "2", "3"]
+BOXED = ["\\boxed{1}", "\\boxed{2}", "\\boxed{3}"]
+SPECIAL = ["[PAD]", "[UNK]", "<s>", "</s>"]
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }} : {{ m['content'] }} {% endfor %}"
+    "{% if add_generation_prompt %}assistant : {% endif %}"
+)
+N_ROWS = 20
+
+
+def build_tiny_model(path: Path) -> Path:
+    """Save a 2-layer, hidden-16 Llama and a WordLevel tokenizer with a chat template to ``path``."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    vocab = {tok: i for i, tok in enumerate(SPECIAL + WORDS + BOXED)}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", bos_token="<s>", eos_token="</s>"
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(path)
+    config = LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        pad_token_id=vocab["[PAD]"],
+        bos_token_id=vocab["<s>"],
+        eos_token_id=vocab["</s>"],
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(path)
+    return path
+
+
+def make_rows(n: int = N_ROWS) -> list[dict]:
+    """verl-format rows; task ids are 100 + row so that id and position differ; the last row repeats row 0's prompt."""
+    rows = []
+    for i in range(n):
+        answer = str(i % 3 + 1)
+        text = f"what is the answer to question {answer} {'1 ' * (i // 3)}".strip()
+        rows.append(
+            {
+                "data_source": "math",
+                "prompt": [{"role": "user", "content": text}],
+                "ability": "math",
+                "reward_model": {"style": "rule", "ground_truth": answer},
+                "extra_info": {"index": i, "split": "train"},
+                "task_id": 100 + i,
+            }
+        )
+    rows[-1]["prompt"] = rows[0]["prompt"]
+    rows[-1]["reward_model"] = rows[0]["reward_model"]
+    return rows
+
+
+def write_rows(rows: list[dict], path: Path) -> Path:
+    """Write rows as parquet."""
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return path
