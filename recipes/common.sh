@@ -1,0 +1,174 @@
+# shellcheck shell=bash
+# Shared settings of every BOTS recipe: sourced by recipes/run_*.sh and recipes/ablations/*.sh, never run directly.
+#
+# A recipe sets DOMAIN (math|code|logic), MODEL_PATH, SELECTOR (a bots_verl.core selector) and optionally METHOD and
+# EXTRA_ARGS (hydra overrides), then calls `bots_launch "$@"`. Every value below is a ${VAR:-default} knob; anything
+# else is a hydra override passed after the script name (it comes last, so it wins).
+#
+# Sources of the defaults (see recipes/README.md for the full table):
+#   [paper]   BOTS, arXiv 2510.26374 §4 (GRPO, 16 rollouts per task, lambda = rho = 0.1, p* = 0.5, the two GURU
+#             reference columns, Qwen2.5-1.5B/7B-Instruct)
+#   [trinity] the authors' Trinity-RFT port, examples/bots/bots.yaml (32 tasks/step, lr 1e-6, prompt 4096 / response
+#             8192 tokens, temperature 1.0, 24576 tokens per GPU, grad clip 1.0, 1 epoch, eval every 40 steps)
+#   [guru]    GURU's RL script (no KL, clip 0.2, top_p 1.0)
+#   [infer]   our choice where no source says
+
+RECIPES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# ---- cluster and paths
+# prepared data: python -m bots_verl.data.guru --guru-dir ... --out-dir "$DATA_DIR"
+DATA_DIR=${DATA_DIR:-$HOME/data/bots_guru}
+RUN_ROOT=${RUN_ROOT:-$PWD/runs}
+NNODES=${NNODES:-1}
+GPUS_PER_NODE=${GPUS_PER_NODE:-8}
+PYTHON=${PYTHON:-python3}
+PROJECT_NAME=${PROJECT_NAME:-bots-verl}
+# console + verl's file backend (metrics.jsonl in the run dir); add wandb/tensorboard with LOGGERS='["console","file","wandb"]'
+LOGGERS=${LOGGERS:-'["console","file"]'}
+DRY_RUN=${DRY_RUN:-0}
+
+# ---- the paper's setting
+TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-32}          # [trinity] tasks per step
+ROLLOUT_N=${ROLLOUT_N:-16}                        # [paper] rollouts per task (= pseudo-count scale m)
+LR=${LR:-1e-6}                                    # [trinity]
+MAX_PROMPT_LENGTH=${MAX_PROMPT_LENGTH:-4096}      # [trinity]
+MAX_RESPONSE_LENGTH=${MAX_RESPONSE_LENGTH:-8192}  # [trinity] "8k responses"
+TEMPERATURE=${TEMPERATURE:-1.0}                   # [trinity] rollout and eval
+TOP_P=${TOP_P:-1.0}                               # [guru]
+PPO_MINI_BATCH_SIZE=${PPO_MINI_BATCH_SIZE:-32}    # [infer] one on-policy update per step (in tasks; x n in verl)
+MAX_TOKENS_PER_GPU=${MAX_TOKENS_PER_GPU:-24576}   # [trinity] dynamic batch size
+TOTAL_EPOCHS=${TOTAL_EPOCHS:-1}                   # [trinity]
+TOTAL_STEPS=${TOTAL_STEPS:-}                      # empty: one pass of the pool per epoch (pool / 32 steps)
+TEST_FREQ=${TEST_FREQ:-40}                        # [trinity] eval_interval
+SAVE_FREQ=${SAVE_FREQ:-200}                       # [infer]
+ROLLOUT_TP=${ROLLOUT_TP:-1}                       # [trinity] TP=1 engines (use 2 for 7B if memory is short)
+GPU_MEMORY_UTILIZATION=${GPU_MEMORY_UTILIZATION:-0.6}
+SEED=${SEED:-42}                                  # [trinity]
+LAMBDA=${LAMBDA:-0.1}                             # [paper] forgetting
+RHO=${RHO:-0.1}                                   # [paper] implicit-evidence weight
+TARGET=${TARGET:-0.5}                             # [paper] p*
+REFERENCE_COLUMNS=${REFERENCE_COLUMNS:-'[qwen2.5_7b_pass_rate,qwen3_30b_pass_rate]'}  # [paper] weak -> strong
+
+# Evaluation sets per domain (written by bots_verl.data.guru; the choice is explained in recipes/README.md).
+bots_val_files() {
+    case "$1" in
+        math) echo "['$DATA_DIR/math/val_math500.parquet','$DATA_DIR/math/val_aime24.parquet']" ;;
+        code) echo "['$DATA_DIR/code/val_livecodebench.parquet','$DATA_DIR/code/val_humaneval.parquet']" ;;
+        logic) echo "['$DATA_DIR/logic/val_zebra.parquet','$DATA_DIR/logic/val_ordering.parquet','$DATA_DIR/logic/val_arcagi1.parquet']" ;;
+        *) echo "unknown DOMAIN '$1' (math|code|logic)" >&2; return 1 ;;
+    esac
+}
+
+# Short model tag for run names: Qwen/Qwen2.5-1.5B-Instruct -> qwen2.5-1.5b-instruct
+bots_model_tag() {
+    local base=${1%/}
+    base=${base##*/}
+    echo "${base,,}"
+}
+
+# bots_launch [hydra overrides...]: build the full command and run it (or dry-run it, or record it).
+bots_launch() {
+    : "${DOMAIN:?set DOMAIN}" "${MODEL_PATH:?set MODEL_PATH}" "${SELECTOR:?set SELECTOR}"
+    local method=${METHOD:-$SELECTOR}
+    local val_files
+    val_files=$(bots_val_files "$DOMAIN")
+    local experiment=${EXPERIMENT_NAME:-${DOMAIN}_$(bots_model_tag "$MODEL_PATH")_${method}_s${SEED}}
+    local run_dir=${RUN_DIR:-$RUN_ROOT/$experiment}
+    local metrics=$run_dir/metrics.jsonl
+
+    local args=(
+        # data: selection happens in the BOTS sampler, so verl's own shuffling is irrelevant
+        "data.train_files=$DATA_DIR/$DOMAIN/train.parquet"
+        "data.val_files=$val_files"
+        data.prompt_key=prompt
+        "data.train_batch_size=$TRAIN_BATCH_SIZE"
+        "data.max_prompt_length=$MAX_PROMPT_LENGTH"
+        "data.max_response_length=$MAX_RESPONSE_LENGTH"
+        data.filter_overlong_prompts=True
+        data.truncation=error
+        "data.seed=$SEED"
+        # algorithm [paper: GRPO; guru: no KL]
+        algorithm.adv_estimator=grpo
+        algorithm.use_kl_in_reward=False
+        # actor
+        "actor_rollout_ref.model.path=$MODEL_PATH"
+        actor_rollout_ref.model.use_remove_padding=True
+        actor_rollout_ref.model.enable_gradient_checkpointing=True
+        "actor_rollout_ref.actor.optim.lr=$LR"
+        "actor_rollout_ref.actor.ppo_mini_batch_size=$PPO_MINI_BATCH_SIZE"
+        actor_rollout_ref.actor.use_dynamic_bsz=True
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=$MAX_TOKENS_PER_GPU"
+        actor_rollout_ref.actor.use_kl_loss=False
+        actor_rollout_ref.actor.entropy_coeff=0
+        actor_rollout_ref.actor.clip_ratio_low=0.2
+        actor_rollout_ref.actor.clip_ratio_high=0.2
+        actor_rollout_ref.actor.grad_clip=1.0
+        # rollout
+        actor_rollout_ref.rollout.name=vllm
+        "actor_rollout_ref.rollout.n=$ROLLOUT_N"
+        "actor_rollout_ref.rollout.temperature=$TEMPERATURE"
+        "actor_rollout_ref.rollout.top_p=$TOP_P"
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=$ROLLOUT_TP"
+        "actor_rollout_ref.rollout.gpu_memory_utilization=$GPU_MEMORY_UTILIZATION"
+        actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=True
+        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu=$MAX_TOKENS_PER_GPU"
+        "actor_rollout_ref.rollout.val_kwargs.temperature=$TEMPERATURE"
+        "actor_rollout_ref.rollout.val_kwargs.top_p=$TOP_P"
+        actor_rollout_ref.rollout.val_kwargs.do_sample=True
+        actor_rollout_ref.rollout.val_kwargs.n=1
+        # reward: one dispatcher for math, code and logic
+        reward.custom_reward_function.path=pkg://bots_verl.rewards
+        reward.custom_reward_function.name=compute_score
+        # trainer
+        "trainer.logger=$LOGGERS"
+        "trainer.project_name=$PROJECT_NAME"
+        "trainer.experiment_name=$experiment"
+        "trainer.nnodes=$NNODES"
+        "trainer.n_gpus_per_node=$GPUS_PER_NODE"
+        "trainer.total_epochs=$TOTAL_EPOCHS"
+        "trainer.test_freq=$TEST_FREQ"
+        "trainer.save_freq=$SAVE_FREQ"
+        trainer.val_before_train=True
+        "trainer.default_local_dir=$run_dir/checkpoints"
+        # verl's file logger runs inside a Ray actor: hand it the path explicitly (an exported variable does not
+        # reach actors on a cluster started with `ray start`)
+        "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH=$metrics"
+        # BOTS
+        "bots.selector=$SELECTOR"
+        "bots.reference_columns=$REFERENCE_COLUMNS"
+        bots.task_id_field=task_id
+        bots.success.rule=acc
+        "bots.seed=$SEED"
+        "bots.run_log.dir=$run_dir"
+        "bots.run_log.domain=$DOMAIN"
+        "bots.run_log.method=$method"
+    )
+    if [[ -n $TOTAL_STEPS ]]; then
+        args+=("trainer.total_training_steps=$TOTAL_STEPS")
+    fi
+    case "$SELECTOR" in
+        bots | mopps | implicit_only)
+            # [paper] defaults, set explicitly (the library defaults of other ports differ)
+            args+=("+bots.hparams.lam=$LAMBDA" "+bots.hparams.target=$TARGET" "+bots.hparams.selection=thompson")
+            # mopps/implicit_only fix rho themselves (0 / 1)
+            if [[ $SELECTOR == bots ]]; then args+=("+bots.hparams.rho=$RHO"); fi
+            ;;
+    esac
+    args+=(${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"} "$@")
+    if [[ $DRY_RUN == 1 ]]; then
+        args+=(bots.dry_run=true)
+    fi
+
+    # Tests record the argv instead of running it (one python process then composes every recipe).
+    if [[ -n ${RECIPE_ARGV_DIR:-} ]]; then
+        mkdir -p "$RECIPE_ARGV_DIR"
+        printf '%s\0' "${args[@]}" >"$RECIPE_ARGV_DIR/$experiment.argv"
+        return 0
+    fi
+    if [[ $DRY_RUN != 1 ]]; then
+        mkdir -p "$run_dir"
+        export VERL_FILE_LOGGER_PATH=$metrics
+    fi
+    echo "[bots] $experiment -> $run_dir (nnodes=$NNODES x $GPUS_PER_NODE GPUs, dry_run=$DRY_RUN)" >&2
+    "$PYTHON" -m bots_verl.main "${args[@]}"
+}

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# GURU code, Qwen2.5-1.5B-Instruct, uniform random task selection (baseline).
+# Usage: [DRY_RUN=1] [DATA_DIR=...] [MODEL_PATH=...] [NNODES=... GPUS_PER_NODE=...] run_code_qwen2.5_1.5b_random.sh [hydra overrides...]
+set -euo pipefail
+DOMAIN=code
+MODEL_PATH=${MODEL_PATH:-Qwen/Qwen2.5-1.5B-Instruct}
+SELECTOR=random
+# shellcheck source=recipes/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+bots_launch "$@"
