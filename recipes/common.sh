@@ -13,7 +13,6 @@
 #   [guru]    GURU's RL script (no KL, clip 0.2, top_p 1.0)
 #   [infer]   our choice where no source says
 
-RECIPES_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # ---- cluster and paths
 # prepared data: python -m bots_verl.data.guru --guru-dir ... --out-dir "$DATA_DIR"
