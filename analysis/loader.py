@@ -322,7 +322,11 @@ def load_run(path: str | os.PathLike, meta_defaults: Mapping[str, Any] | None = 
 
 
 def find_run_paths(root: str | os.PathLike) -> list[Path]:
-    """All runs under ``root`` (itself included): run-log dirs, TensorBoard dirs and ``.csv`` exports, sorted."""
+    """All runs under ``root`` (itself included): run-log dirs, TensorBoard dirs and ``.csv`` exports, sorted.
+
+    A file given as ``root`` is always returned (so a malformed CSV is reported); CSVs found while walking count only
+    if their header has a ``_step`` column.
+    """
     root = Path(root)
     if not root.exists():
         raise LoadError(f"{root}: no such file or directory")
@@ -336,8 +340,14 @@ def find_run_paths(root: str | os.PathLike) -> list[Path]:
             found.append(here)
             dirnames.clear()  # a run directory is a leaf; do not descend into its checkpoints
             continue
-        found.extend(here / f for f in sorted(filenames) if f.endswith(".csv"))
+        # Only CSVs that look like wandb exports: other CSVs in a runs tree (summaries, datasets) are not runs.
+        found.extend(here / f for f in sorted(filenames) if f.endswith(".csv") and _has_step_column(here / f))
     return found
+
+
+def _has_step_column(path: Path) -> bool:
+    with path.open() as fh:
+        return "_step" in fh.readline().strip().split(",")
 
 
 def load_runs(roots: Iterable[str | os.PathLike], meta_defaults: Mapping[str, Any] | None = None) -> list[Run]:

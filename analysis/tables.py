@@ -510,7 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["md", "latex"], default="md")
     p.add_argument("--out", type=Path, help="write here instead of stdout")
     p.add_argument("--metric", help="accuracy metric name (default: the runs' val-core/<source>/acc/mean@<n>)")
-    p.add_argument("--method", default="bots", help="the label ablated in the rho/lam tables")
+    p.add_argument("--method", default="bots", help="the selector ablated in the rho/lam tables")
     p.add_argument("--default", action="append", metavar="PARAM=VALUE", help="held value in ablations (rho=0.1)")
     p.add_argument("--meta", action="append", metavar="KEY=VALUE", help="metadata for runs whose sidecar lacks it")
     p.add_argument("--digits", type=int, default=2)

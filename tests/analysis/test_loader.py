@@ -70,8 +70,10 @@ def test_wandb_csv_with_sidecar(tmp_path: Path) -> None:
     assert (run.domain, run.total_steps, run.input_format) == ("code", 2, "wandb-csv")
     assert "_runtime" not in run.metrics.columns
     assert run.metrics.loc[2, ACC] == pytest.approx(0.4) and run.metrics.loc[2, "bots/rollouts"] == 64.0
-    bad = tmp_path / "bad.csv"
+    bad = tmp_path / "export" / "bad.csv"
     bad.write_text("Step,acc\n0,1\n")
+    # found by walking, a CSV without _step is not a run; given explicitly, it is an error
+    assert [r.path for r in loader.load_runs([tmp_path / "export"])] == [csv]
     with pytest.raises(LoadError, match=r"bad.csv: a wandb CSV export needs a '_step' column"):
         loader.load_run(bad, {"domain": "x", "method": "y", "seed": 0})
 
