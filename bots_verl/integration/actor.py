@@ -163,7 +163,7 @@ def to_torch_safe(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         if value.dtype == object:
             return [to_torch_safe(v) for v in value.tolist()]
-        return {"__ndarray__": torch.from_numpy(np.ascontiguousarray(value)).clone()}
+        return {"__ndarray__": torch.from_numpy(np.array(value, copy=True))}
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, dict):
