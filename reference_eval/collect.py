@@ -245,7 +245,9 @@ def collect(
                         top_p=settings.top_p,
                         top_k=settings.top_k,
                     )
-                    writer.append(_score_batch(scorer, batch, completions, settings.n, on_score_error, save_responses))
+                    records = _score_batch(scorer, batch, completions, settings.n, on_score_error, save_responses)
+                    stamp = {"backend": getattr(gen, "name", type(gen).__name__), "time": time.time()}
+                    writer.append([{**rec, **stamp} for rec in records])
                     samples += len(batch) * settings.n
                     if bar is not None:
                         bar.update(len(batch))

@@ -281,3 +281,28 @@ def test_vllm_backend_matches_interface(tiny_model):
     out = gen.generate(prompts, n=3, temperature=1.0, max_tokens=4, seeds=[1, 2])
     assert [len(o) for o in out] == [3, 3]
     assert gen.generate(prompts, n=3, temperature=1.0, max_tokens=4, seeds=[1, 2]) == out  # seeded
+
+
+def test_shards_partition_the_tasks_and_merge_back(reference_run, tmp_path):
+    from reference_eval.collect import in_shard
+
+    data, results, _ = reference_run
+    ids = [100 + i for i in range(N_ROWS)]
+    owners = [[s for s in range(3) if in_shard(t, 3, s)] for t in ids]
+    assert all(len(o) == 1 for o in owners)  # every task in exactly one shard
+    # Per-shard files (as data-parallel collect writes them) merge into the same column as one file.
+    lines = results.read_text().splitlines(keepends=True)
+    shard_files = []
+    for s in range(3):
+        path = tmp_path / f"shard{s}.jsonl"
+        path.write_text("".join(ln for ln in lines if in_shard(json.loads(ln)["task_id"], 3, s)))
+        shard_files.append(path)
+    merge(data, [results], "ref", out=tmp_path / "one.parquet")
+    rep = merge(data, shard_files, "ref", out=tmp_path / "sharded.parquet")
+    assert rep.missing == 0
+    assert pq.read_table(tmp_path / "one.parquet").equals(pq.read_table(tmp_path / "sharded.parquet"))
+    # Files from other settings never form one column.
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps(dict(json.loads(ln), settings_id="0" * 16)) + "\n" for ln in lines[:2]))
+    with pytest.raises(ResultsError, match="different models or sampling settings"):
+        merge(data, [shard_files[0], other], "ref", out=tmp_path / "mixed.parquet")
