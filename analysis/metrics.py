@@ -29,11 +29,8 @@ class Curve(NamedTuple):
 
 
 def best_within(curve: Curve, horizon: float) -> float:
-    """The curve's best value at steps ``<= horizon`` (NaN if none), via the core running maximum."""
-    steps = np.asarray(curve.steps, dtype=np.float64)
-    inside = np.asarray(curve.values, dtype=np.float64)[steps <= horizon + 1e-9]
-    running = core.best_so_far(inside)
-    return float(running[-1]) if running.size else float("nan")
+    """The curve's best value at steps ``<= horizon`` (NaN if none); :func:`bots_verl.core.metrics.best_within`."""
+    return core.best_within(curve.steps, curve.values, horizon)
 
 
 def cost_within(cost: Curve, horizon: float) -> float:

@@ -23,6 +23,7 @@ import numpy as np
 __all__ = [
     "Interval",
     "best_so_far",
+    "best_within",
     "bsf",
     "effective_task_ratio",
     "interval",
@@ -65,7 +66,8 @@ def best_so_far(values: np.ndarray) -> np.ndarray:
     return np.where(np.isneginf(out), np.nan, out)
 
 
-def _best_within(steps: np.ndarray, values: np.ndarray, horizon: float) -> float:
+def best_within(steps: np.ndarray, values: np.ndarray, horizon: float) -> float:
+    """The best value at steps ``<= horizon``, skipping NaN; NaN if there is none."""
     st, va = _curve(steps, values)
     inside = va[st <= horizon + 1e-9]
     return float(inside.max()) if inside.size else float("nan")
@@ -99,7 +101,7 @@ def ttb(
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must lie in (0, 1], got {fraction}")
     horizon = fraction * total_steps
-    target = _best_within(base_steps, base_values, horizon)
+    target = best_within(base_steps, base_values, horizon)
     return steps_to_reach(steps, values, target) / horizon
 
 
@@ -115,8 +117,8 @@ def bsf(
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must lie in (0, 1], got {fraction}")
     horizon = fraction * total_steps
-    base = _best_within(base_steps, base_values, horizon)
-    own = _best_within(steps, values, horizon)
+    base = best_within(base_steps, base_values, horizon)
+    own = best_within(steps, values, horizon)
     if not np.isfinite(base) or base == 0:
         return float("nan")
     return own / base
