@@ -40,8 +40,18 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.10",
-    packages=find_packages(include=["bots_verl", "bots_verl.*", "reference_eval", "reference_eval.*", "analysis",
-                                    "analysis.*", "recipes", "recipes.*"]),
+    packages=find_packages(
+        include=[
+            "bots_verl",
+            "bots_verl.*",
+            "reference_eval",
+            "reference_eval.*",
+            "analysis",
+            "analysis.*",
+            "recipes",
+            "recipes.*",
+        ]
+    ),
     include_package_data=True,
     package_data={"bots_verl": ["config/*.yaml"], "recipes": ["*.sh", "*.env", "**/*.sh", "**/*.yaml"]},
     install_requires=["numpy>=1.24", "pandas", "pyarrow>=19.0.0", "omegaconf"],
