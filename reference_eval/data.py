@@ -33,6 +33,7 @@ __all__ = [
     "task_ids",
     "load_tasks",
     "prompt_sha256",
+    "prompt_hash_of",
     "duplicate_prompt_groups",
 ]
 
@@ -171,6 +172,17 @@ def prompt_sha256(prompt: list[dict[str, Any]]) -> str:
     """Hash the prompt messages canonically (sorted keys, no whitespace), so equal prompts give equal hashes."""
     canonical = json.dumps(prompt, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def prompt_hash_of(value: Any) -> str:
+    """The prompt hash of a raw ``prompt`` cell, over role and content only (as collect stores it); "" if malformed.
+
+    Other message keys (e.g. a null ``name`` that some writers add) do not change what the model sees, so they must
+    not make merge report a mismatch.
+    """
+    if not isinstance(value, list) or not all(isinstance(m, dict) for m in value):
+        return ""
+    return prompt_sha256([{"role": m.get("role"), "content": m.get("content")} for m in value])
 
 
 def _check_prompt(value: Any, row: int, prompt_column: str) -> list[dict[str, Any]]:

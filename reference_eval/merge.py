@@ -28,7 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .data import DataError, duplicate_prompt_groups, prompt_sha256, read_table, task_ids
+from .data import DataError, duplicate_prompt_groups, prompt_hash_of, read_table, task_ids
 from .results import ResultsError, read_results, record_key
 
 logger = logging.getLogger(__name__)
@@ -200,7 +200,7 @@ def merge(
     ids = task_ids(table, id_column)
     hashes: list[str] | None = None
     if prompt_column in table.column_names:
-        hashes = [prompt_sha256(p) if isinstance(p, list) else "" for p in table.column(prompt_column).to_pylist()]
+        hashes = [prompt_hash_of(p) for p in table.column(prompt_column).to_pylist()]
     else:
         logger.warning("no %r column: cannot verify that results belong to the same prompts", prompt_column)
 
@@ -229,7 +229,8 @@ def merge(
         )
     id_keys = {record_key(t) for t in ids}
     unknown = [rec["task_id"] for key, rec in by_id.items() if key not in id_keys]
-    dup_groups = duplicate_prompt_groups(hashes) if hashes is not None else []
+    # Malformed prompts hash to ""; they are not duplicates of each other.
+    dup_groups = duplicate_prompt_groups([h or f"row{i}" for i, h in enumerate(hashes)]) if hashes is not None else []
 
     n_missing = sum(1 for v in values if math.isnan(v))
     report = MergeReport(
