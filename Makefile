@@ -14,7 +14,7 @@ $(VENV)/bin/python:
 
 $(VENV)/.installed-test: setup.py | $(VENV)/bin/python
 	$(PIP) install -q $(TORCH)
-	$(PIP) install -q -e ".[verl,test,sim,analysis,math]"
+	$(PIP) install -q -e ".[verl,test,sim,analysis,math,reference]"
 	touch $@
 
 $(VENV)/.installed-demo: setup.py | $(VENV)/bin/python

@@ -27,7 +27,9 @@ EXTRAS = {
     # The simulator's plots and progress bar.
     "sim": ["matplotlib", "tqdm"],
     # analysis/: tables, figures and the jupytext notebooks.
-    "analysis": ["matplotlib", "jupytext", "nbclient", "nbformat", "ipykernel"],
+    "analysis": ["matplotlib", "jupytext", "nbclient", "nbformat", "ipykernel", "tensorboard"],
+    # reference_eval/: the transformers backend (small models on CPU), progress bar and plots.
+    "reference": ["transformers", "tokenizers", "tqdm", "matplotlib"],
     "test": ["pytest", "pytest-timeout", "hypothesis", "ruff", "transformers", "tokenizers"],
 }
 EXTRAS["all"] = sorted({req for name, reqs in EXTRAS.items() if name != "gpu" for req in reqs})
