@@ -1,0 +1,217 @@
+"""Issue #8: the ``irt`` evidence plug-in, the ``bots_plus`` selector, ``learnability`` and non-binary rewards."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+from bots_verl.core import EVIDENCE, SELECTION_RULES, SELECTORS, build_selector
+from bots_verl.core.bots_plus import rewards_to_successes
+from bots_verl.core.irt_evidence import IRTEvidence, logit
+
+N = 300
+RNG = np.random.default_rng(8)
+REF3 = np.sort(RNG.random((N, 3)), axis=1)
+
+
+def _drive(sel, steps, batch=16, start=0):
+    out = []
+    for t in range(start, start + steps):
+        idx = sel.select(batch)
+        out.append(idx.copy())
+        sel.update(idx, (idx * 5 + t) % 17, np.full(idx.size, 16))
+    return out
+
+
+def test_registered():
+    assert "bots_plus" in SELECTORS and "irt" in EVIDENCE and "learnability" in SELECTION_RULES
+
+
+def test_bots_defaults_are_untouched():
+    # Issue #8 must not change the paper-exact selector.
+    assert SELECTORS["bots"].DEFAULTS["evidence"] == "interpolation"
+    assert SELECTORS["bots"].DEFAULTS["prior"] == "uniform"
+    assert SELECTORS["bots"].DEFAULTS["lam"] == 0.1 and SELECTORS["bots"].DEFAULTS["rho"] == 0.1
+
+
+def test_irt_first_update_by_hand():
+    """One batch, one reference column: the weighted ridge fit, residuals and prediction, computed by hand."""
+    ref = np.array([[0.2], [0.5], [0.8], [0.5]])
+    ev = IRTEvidence(4, ref, forget=0.0, ridge=1.0, residual_forget=0.0, tau2_init=1.0)
+    assert ev.predict() is None
+    idx, rates, n = np.array([0, 1, 2]), np.array([0.25, 0.5, 1.0]), np.full(3, 16.0)
+    pred = ev.observe(idx, rates, n)
+    q = (rates * n + 0.5) / (n + 1)
+    y = np.log(q / (1 - q))
+    w = n * q * (1 - q)
+    x = np.column_stack([np.ones(3), logit(np.clip(ref[:3, 0], 0.02, 0.98))])
+    reg = 4.0 * np.eye(2)
+    coef = np.linalg.solve(x.T @ (w[:, None] * x) + reg, x.T @ (w * y) + reg @ np.array([0.0, 1.0]))
+    np.testing.assert_allclose(ev.coef, coef)
+    res = y - x @ coef
+    tau2 = float(np.clip(0.9 * 1.0 + 0.1 * np.mean(res**2 - 1 / w), 0.05, 25.0))
+    assert ev.tau2 == pytest.approx(tau2)
+    np.testing.assert_allclose(ev.res_mean[:3], res)
+    np.testing.assert_allclose(ev.res_prec[:3], w)
+    assert ev.res_prec[3] == 0.0
+    z = np.column_stack([np.ones(4), logit(np.clip(ref[:, 0], 0.02, 0.98))]) @ coef
+    z[:3] += res * w / (w + 1 / tau2)
+    np.testing.assert_allclose(pred, 1 / (1 + np.exp(-z)))
+    # The unobserved task 3 is predicted from the regression alone.
+    assert pred[3] == pytest.approx(1 / (1 + np.exp(-z[3])))
+
+
+def test_irt_recovers_a_logit_linear_policy():
+    """With noise-free rates that are exactly logit-linear in two references, the fit finds the coefficients."""
+    rng = np.random.default_rng(0)
+    ref = rng.uniform(0.05, 0.95, size=(2000, 2))
+    true = np.array([-0.7, 0.3, 0.6])
+    z = true[0] + logit(ref) @ true[1:]
+    ev = IRTEvidence(2000, ref, residual=False, ridge=1e-6)
+    for _ in range(30):
+        idx = rng.choice(2000, 64, replace=False)
+        p = 1 / (1 + np.exp(-z[idx]))
+        # 1e6 attempts: the empirical logit equals the true one up to ~1e-3
+        ev.observe(idx, p, np.full(64, 1e6))
+    np.testing.assert_allclose(ev.coef, true, atol=1e-2)
+
+
+def test_irt_residual_decays_and_needs_reference():
+    ev = IRTEvidence(3, np.array([[0.5], [0.5], [0.5]]), residual_forget=0.5)
+    ev.observe(np.array([0]), np.array([1.0]), np.array([16.0]))
+    prec = ev.res_prec[0]
+    ev.observe(np.array([1]), np.array([0.5]), np.array([16.0]))
+    assert ev.res_prec[0] == pytest.approx(0.5 * prec)
+    with pytest.raises(ValueError, match="reference"):
+        IRTEvidence(3, None)
+    with pytest.raises(ValueError, match="forget"):
+        IRTEvidence(3, np.ones((3, 1)) * 0.5, forget=1.0)
+
+
+def test_bots_plus_posterior_update_by_hand():
+    """The posterior step is the paper's rule with the irt prediction as p_tilde."""
+    sel = build_selector("bots_plus", N, reference_pass_rates=REF3, seed=0)
+    idx = np.array([3, 7, 11])
+    s, n = np.array([4.0, 8.0, 16.0]), np.full(3, 16.0)
+    shadow = IRTEvidence(N, REF3)
+    p_tilde = shadow.observe(idx, s / n, n)
+    sel.update(idx, s, n)
+    lam, rho, m = 0.1, 0.1, 16.0
+    alpha = np.full(N, (1 - lam) * 1 + lam * 1) + rho * m * p_tilde
+    beta = np.full(N, (1 - lam) * 1 + lam * 1) + rho * m * (1 - p_tilde)
+    alpha[idx] = 1 + s
+    beta[idx] = 1 + n - s
+    np.testing.assert_allclose(sel.alpha, alpha)
+    np.testing.assert_allclose(sel.beta, beta)
+
+
+def test_adaptive_rho_follows_the_measured_error():
+    """rho = lam * (pbar (1 - pbar) / err2 - 1) / m from the error measured before the plug-in sees the batch."""
+    sel = build_selector("bots_plus", N, reference_pass_rates=REF3, seed=0, adaptive_rho=True, error_momentum=0.0)
+    idx1 = np.arange(16)
+    sel.update(idx1, np.full(16, 8.0), np.full(16, 16.0))
+    assert sel.rho == 0.1  # nothing to measure before the first batch
+    idx2 = np.arange(16, 32)
+    rates = np.linspace(0.1, 0.9, 16)
+    pred = sel.evidence.predict(idx2)
+    sel.update(idx2, rates * 16, np.full(16, 16.0))
+    err2 = max(float(np.mean((pred - rates) ** 2 - rates * (1 - rates) / 15)), 1e-4)
+    pq = float(np.mean(pred * (1 - pred)))
+    expected = float(np.clip(0.1 * max(pq / err2 - 1, 0) / 16, 0.01, 1.0))
+    assert sel.rho == pytest.approx(expected)
+    assert sel.stats()["adaptive/rho"] == pytest.approx(expected)
+
+
+def test_adaptive_lam_stays_in_range():
+    sel = build_selector("bots_plus", N, reference_pass_rates=REF3, seed=0, adaptive_lam=True)
+    _drive(sel, 10)
+    assert 0.02 <= sel.lam <= 0.5 and sel.post_err2 is not None
+
+
+@pytest.mark.parametrize(
+    "hparams",
+    [
+        {},
+        {"adaptive_rho": True, "adaptive_lam": True},
+        {"selection": "learnability"},
+        {"prior": "reference"},
+        {"evidence": "interpolation", "adaptive_rho": True},
+    ],
+)
+def test_round_trip_and_determinism(hparams):
+    ref = REF3[:, [0, 2]] if hparams.get("evidence") == "interpolation" else REF3
+    sel = build_selector("bots_plus", N, reference_pass_rates=ref, seed=4, **hparams)
+    _drive(sel, 6)
+    state = pickle.loads(pickle.dumps(sel.state_dict()))
+    expected = _drive(sel, 6, start=6)
+    fresh = build_selector("bots_plus", N, reference_pass_rates=ref, seed=123, **hparams)
+    fresh.load_state_dict(state)
+    assert all(np.array_equal(a, b) for a, b in zip(expected, _drive(fresh, 6, start=6), strict=True))
+    np.testing.assert_array_equal(sel.alpha, fresh.alpha)
+    assert (sel.rho, sel.lam) == (fresh.rho, fresh.lam)
+    # Same seed, same outcomes: same selections.
+    twins = [build_selector("bots_plus", N, reference_pass_rates=ref, seed=4, **hparams) for _ in range(2)]
+    first, second = (_drive(t, 12) for t in twins)
+    assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
+
+
+def test_rejected_update_leaves_state_unchanged():
+    sel = build_selector("bots_plus", N, reference_pass_rates=REF3, seed=0, adaptive_rho=True)
+    _drive(sel, 3)
+    before = pickle.dumps(sel.state_dict())
+    for bad in [
+        ([1, 1], [1, 1], [16, 16]),
+        ([1, 2], [17, 1], [16, 16]),
+        ([1, N], [1, 1], [16, 16]),
+        ([1, 2], [np.nan, 1], [16, 16]),
+    ]:
+        with pytest.raises(ValueError):
+            sel.update(*map(np.asarray, bad))
+    assert pickle.dumps(sel.state_dict()) == before
+
+
+def test_bad_checkpoint_is_rejected_before_any_change():
+    sel = build_selector("bots_plus", N, reference_pass_rates=REF3, seed=0)
+    _drive(sel, 2)
+    bad = sel.state_dict()
+    bad["extra"]["evidence"]["res_prec"] = np.zeros(N - 1)
+    other = build_selector("bots_plus", N, reference_pass_rates=REF3, seed=1)
+    before = pickle.dumps(other.state_dict())
+    with pytest.raises(ValueError, match="res_prec"):
+        other.load_state_dict(bad)
+    assert pickle.dumps(other.state_dict()) == before
+
+
+def test_hparam_validation():
+    with pytest.raises(ValueError):
+        build_selector("bots_plus", N, reference_pass_rates=REF3, rho_min=0.5, rho_max=0.1)
+    with pytest.raises(ValueError):
+        build_selector("bots_plus", N)  # the irt evidence needs references
+    with pytest.raises(ValueError, match="unknown hyperparameter"):
+        build_selector("bots_plus", N, reference_pass_rates=REF3, gamma=0.9)
+    build_selector("bots_plus", 2, reference_pass_rates=REF3[:2])  # the verl settings check builds a 2-task pool
+
+
+def test_learnability_prefers_sharp_mid_tasks():
+    sel = build_selector("mopps", 30, selection="learnability", seed=0)
+    rates = np.repeat([0.05, 0.5, 0.95], 10)
+    for _ in range(5):
+        sel.update(np.arange(30), rates * 16, np.full(30, 16))
+    assert set(sel.select(10).tolist()) == set(range(10, 20))
+
+
+def test_rewards_to_successes():
+    s, n = rewards_to_successes([[1.0, 0.0, 0.5, np.nan], [0.2, 0.2, 0.2, 0.2]])
+    np.testing.assert_allclose(s, [1.5, 0.8])
+    np.testing.assert_allclose(n, [3, 4])
+    s, n = rewards_to_successes([[-1.0, 1.0, 0.0, -1.5]], lo=-1.0, hi=1.0)
+    np.testing.assert_allclose(s, [0 + 1 + 0.5 + 0])
+    with pytest.raises(ValueError):
+        rewards_to_successes([[np.nan, np.nan]])
+    with pytest.raises(ValueError):
+        rewards_to_successes([[0.5]], lo=1.0, hi=0.0)
+    # Fractional successes flow into the selector unchanged.
+    sel = build_selector("bots_plus", N, reference_pass_rates=REF3)
+    s, n = rewards_to_successes(RNG.random((4, 16)))
+    sel.update(np.arange(4), s, n)
+    np.testing.assert_allclose(sel.alpha[:4], 1 + s)
