@@ -155,7 +155,11 @@ bots_launch() {
     esac
     args+=(${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"} "$@")
     if [[ $DRY_RUN == 1 ]]; then
-        args+=(bots.dry_run=true)
+        # validate only; hydra writes nothing either (its default is ./outputs/<date>/<time>/)
+        args+=(bots.dry_run=true hydra.run.dir=. hydra.output_subdir=null hydra/job_logging=stdout)
+    else
+        # hydra's own log and the composed config (.hydra/config.yaml) go into the run directory
+        args+=("hydra.run.dir=$run_dir/hydra")
     fi
 
     # Tests record the argv instead of running it (one python process then composes every recipe).

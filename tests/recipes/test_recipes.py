@@ -75,7 +75,12 @@ def test_every_recipe_dry_run_validates(tmp_path: Path, data_dir: Path) -> None:
     assert len(recorded) == 12 + 3 + 6 + 6  # matrix, three ablations, rho and lambda sweeps
 
     for argv in recorded.values():
-        assert argv[-1] == "bots.dry_run=true"
+        assert argv[-4:] == [
+            "bots.dry_run=true",
+            "hydra.run.dir=.",
+            "hydra.output_subdir=null",
+            "hydra/job_logging=stdout",
+        ]
         # The paper's settings, from the one shared file.
         assert _value(argv, "data.train_batch_size") == "32" and _value(argv, "actor_rollout_ref.rollout.n") == "16"
         assert _value(argv, "actor_rollout_ref.actor.optim.lr") == "1e-6"
@@ -124,7 +129,8 @@ def test_knobs_and_passthrough(tmp_path: Path, data_dir: Path) -> None:
     ).values()
     assert _value(argv, "trainer.nnodes") == "4" and _value(argv, "trainer.n_gpus_per_node") == "4"
     assert _value(argv, "actor_rollout_ref.model.path") == "/m/qwen7b"
-    assert _value(argv, "trainer.test_freq") == "5" and argv[-1] == "trainer.test_freq=5"
+    assert _value(argv, "trainer.test_freq") == "5" and argv[-2] == "trainer.test_freq=5"
+    assert argv[-1] == f"hydra.run.dir={_value(argv, 'bots.run_log.dir')}/hydra"
     assert "bots.dry_run=true" not in argv
     assert _value(argv, "data.train_files") == f"{data_dir}/code/train.parquet"
 
@@ -134,7 +140,7 @@ def test_dry_run_end_to_end(tmp_path: Path, data_dir: Path) -> None:
     proc = subprocess.run(
         ["bash", str(RECIPES / "run_logic_qwen2.5_1.5b_bots.sh"), "trainer.total_training_steps=3"],
         env=env,
-        cwd=ROOT,
+        cwd=tmp_path,  # hydra would create outputs/ here if the dry run let it
         capture_output=True,
         text=True,
         timeout=170,
@@ -142,4 +148,4 @@ def test_dry_run_end_to_end(tmp_path: Path, data_dir: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     assert "BOTS dry run: config OK" in proc.stdout
     assert "total_training_steps=3" in proc.stdout
-    assert not any(tmp_path.iterdir()), "a dry run must not create run directories"
+    assert not any(tmp_path.iterdir()), "a dry run must not create run directories (nor hydra's outputs/)"
