@@ -19,6 +19,8 @@ EXTRAS = {
         "torchdata",
         "tensordict>=0.8.0,<=0.10.0,!=0.9.0",
         "hydra-core",
+        # the math reward (recipes' default) checks answers symbolically
+        "math-verify",
     ],
     # Rollouts on GPUs: the vLLM version verl 0.9.1 pins in its own `vllm` extra (it brings a CUDA torch).
     "gpu": ["verl[vllm]==0.9.1", "vllm==0.24.0"],
@@ -50,12 +52,10 @@ setup(
             "reference_eval.*",
             "analysis",
             "analysis.*",
-            "recipes",
-            "recipes.*",
         ]
     ),
     include_package_data=True,
-    package_data={"bots_verl": ["config/*.yaml"], "recipes": ["*.sh", "*.env", "**/*.sh", "**/*.yaml"]},
+    package_data={"bots_verl": ["config/*.yaml"]},
     install_requires=["numpy>=1.24", "pandas", "pyarrow>=19.0.0", "omegaconf"],
     extras_require=EXTRAS,
 )
