@@ -9,8 +9,7 @@ default is the evidence plug-in; the other directions of issue #8 are options, m
   aimed at plausible tasks. Measured: no gain, because the forgetting keeps pulling every task back toward a
   reference that is miscalibrated for the policy, while the ``irt`` fit already fixes the cold start after one batch.
 - **Adaptive rho** (option; the paper's open question 2): before the plug-in sees a batch, its current prediction for
-  that
-  batch is compared with the observed rates. The squared error minus the binomial noise of the observed rates
+  that batch is compared with the observed rates. The squared error minus the binomial noise of the observed rates
   estimates the prediction's error variance ``s2``; a Beta belief with that accuracy is worth
   ``ess = pbar (1 - pbar) / s2 - 1`` observations. A never-selected task's implicit effective sample size converges
   to ``rho * m / lam`` (Proposition 2), so ``rho = lam * ess / m`` makes the posterior exactly as confident as the
