@@ -19,7 +19,7 @@ from bots_verl.core.posterior import BetaPosterior
 from bots_verl.core.selection import SELECTION_RULES
 from bots_verl.core.selectors import SELECTORS, BetaPosteriorSelector, Selector, register_selector
 
-# Issue #8 additions (register the ``irt`` evidence, the ``learnability`` rule and the ``bots_plus`` selector).
+# Beyond the paper: importing these registers the ``irt`` evidence, the ``learnability`` rule and ``bots_plus``.
 from bots_verl.core import irt_evidence as _irt_evidence  # noqa: E402,F401  isort: skip
 from bots_verl.core import bots_plus as _bots_plus  # noqa: E402,F401  isort: skip
 

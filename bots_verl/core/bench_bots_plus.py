@@ -1,8 +1,8 @@
-"""Benchmark for issue #8: ms per step (select + update) of ``bots_plus`` next to the paper's ``bots``.
+"""Benchmark: ms per step (select + update) of ``bots_plus`` next to the paper's ``bots``.
 
-Run ``python -m bots_verl.core.bench_issue8`` (options: ``--pools``, ``--batch``, ``--repeats``, ``--columns``). The two
-selectors are timed alternately, round by round, so that load from other processes hits both alike; the table gives
-the median over rounds and the ratio ``bots_plus / bots`` (issue #8 allows at most 2x).
+Run ``python -m bots_verl.core.bench_bots_plus`` (options: ``--pools``, ``--batch``, ``--repeats``, ``--rounds``,
+``--columns``). The two selectors are timed alternately, round by round, so that load from other processes hits both
+alike; the table gives the median over rounds and the ratio ``bots_plus / bots`` (our budget: at most 2x).
 """
 
 from __future__ import annotations

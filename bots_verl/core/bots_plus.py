@@ -1,7 +1,7 @@
-"""``bots_plus``: BOTS with item-response implicit evidence over all reference columns (issue #8).
+"""``bots_plus``: BOTS with item-response implicit evidence over all reference columns (beyond the paper).
 
 Same Beta posteriors and the same generalised update as the paper's ``bots`` (which stays unchanged). What differs by
-default is the evidence plug-in; the other directions of issue #8 are options, measured in the ablation:
+default is the evidence plug-in; the other directions we tried are options, measured in the ablation:
 
 - **Evidence** ``irt`` (:mod:`bots_verl.core.irt_evidence`): a logit-linear model over all reference columns fitted
   online, plus each task's own filtered residual, instead of one global weak/strong interpolation coefficient.
@@ -98,9 +98,9 @@ def rewards_to_successes(rewards: Any, lo: float = 0.0, hi: float = 1.0) -> tupl
 class BOTSPlusSelector(BetaPosteriorSelector):
     """BOTS with the ``irt`` evidence; optional reference prior and error-driven ``rho`` / ``lam`` (off by default).
 
-    The defaults are one setting for every domain, chosen from the issue #8 ablation (``bots_verl/research/
-    RESULTS_issue8.md``): ``irt`` evidence, the paper's ``lam = rho = 0.1``, uniform prior, Thompson sampling. The
-    reference prior and the adaptive rules are kept as options because the ablation measured them; they did not help.
+    The defaults are one setting for every domain, chosen from the ablation in ``bots_verl/sim/bots_plus_results.md``:
+    ``irt`` evidence, the paper's ``lam = rho = 0.1``, uniform prior, Thompson sampling. The reference prior and the
+    adaptive rules are kept as options because the ablation measured them; they did not help.
 
     Hyperparameters (besides :class:`BetaPosteriorSelector`'s):
         adaptive_rho: set ``rho`` each step from the implicit evidence's measured error (False). ``rho`` is then only

@@ -1,4 +1,4 @@
-"""Implicit evidence from an online item-response model over all reference columns (issue #8).
+"""Implicit evidence from an online item-response model over all reference columns (beyond the paper).
 
 The paper's plug-in (:class:`~bots_verl.core.evidence.InterpolationEvidence`) places the policy at one global position
 ``mu`` between a weak and a strong reference, linearly in probability space; its predictions correlate only about 0.5

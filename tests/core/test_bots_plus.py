@@ -1,4 +1,4 @@
-"""Issue #8: the ``irt`` evidence plug-in, the ``bots_plus`` selector, ``learnability`` and non-binary rewards."""
+"""The ``irt`` evidence plug-in, the ``bots_plus`` selector, ``learnability`` and non-binary rewards."""
 
 import pickle
 
@@ -28,7 +28,7 @@ def test_registered():
 
 
 def test_bots_defaults_are_untouched():
-    # Issue #8 must not change the paper-exact selector.
+    # bots_plus must not change the paper-exact selector.
     assert SELECTORS["bots"].DEFAULTS["evidence"] == "interpolation"
     assert SELECTORS["bots"].DEFAULTS["prior"] == "uniform"
     assert SELECTORS["bots"].DEFAULTS["lam"] == 0.1 and SELECTORS["bots"].DEFAULTS["rho"] == 0.1
