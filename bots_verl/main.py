@@ -82,6 +82,11 @@ def check_config(config: DictConfig) -> BOTSSettings:
             # verl validates with asserts (some inside its config dataclasses); a config error should read as one
             raise ValueError(f"verl validate_config: {exc}") from exc
     _check_dapo(config)
+    if config.actor_rollout_ref.rollout.n < 2:
+        logger.warning(
+            "actor_rollout_ref.rollout.n=%s: BOTS' evidence needs several rollouts per task (paper: 16)",
+            config.actor_rollout_ref.rollout.n,
+        )
 
     model_path = config.actor_rollout_ref.model.get("path", None)
     if model_path and not local_path_exists(str(model_path)):
