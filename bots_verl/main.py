@@ -17,7 +17,6 @@ runner, which builds :class:`bots_verl.integration.trainer.BOTSTrainer`.
 from __future__ import annotations
 
 import logging
-import os
 
 import hydra
 from hydra.errors import InstantiationException
@@ -131,10 +130,10 @@ def _plain_list(value) -> list:
 
 
 def _prepare_run_log(config: DictConfig, settings: BOTSSettings) -> None:
-    """Write meta.json and route verl's file logger into the run directory."""
+    """Write meta.json and turn on verl's file logger (the task runner points it at the run directory)."""
     if not settings.run_log_dir:
         return
-    from bots_verl.runlog import METRICS_FILE, write_meta
+    from bots_verl.runlog import write_meta
 
     loggers = _plain_list(config.trainer.logger)
     if "file" not in loggers:
@@ -158,7 +157,6 @@ def _prepare_run_log(config: DictConfig, settings: BOTSSettings) -> None:
             "experiment_name": config.trainer.experiment_name,
         },
     )
-    os.environ["VERL_FILE_LOGGER_PATH"] = os.path.join(os.path.abspath(settings.run_log_dir), METRICS_FILE)
 
 
 def run(config: DictConfig) -> None:

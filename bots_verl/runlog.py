@@ -7,6 +7,10 @@ One directory per run::
     <run_dir>/metrics.jsonl   one line per logged step, exactly verl's ``file`` tracking backend
                               (``verl.utils.tracking.FileLogger``): {"step": int, "data": {metric: number, ...}}
 
+A resumed real run first moves the existing ``metrics.jsonl`` aside as ``metrics.part<k>.jsonl`` (verl's file logger
+truncates the file it opens; see :func:`rotate_metrics`); readers take the parts in order, then ``metrics.jsonl``, and
+a step logged twice (before the crash and again after the resume) keeps its later values.
+
 A real run gets ``metrics.jsonl`` from verl itself (``trainer.logger=[console,file]`` with
 ``VERL_FILE_LOGGER_PATH=<run_dir>/metrics.jsonl``) and ``meta.json`` from our entry point; the simulator writes both
 with :class:`RunWriter`.
@@ -32,7 +36,16 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["FORMAT", "VERSION", "RunWriter", "read_meta", "iter_metrics", "write_meta"]
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "RunWriter",
+    "iter_metrics",
+    "metrics_files",
+    "read_meta",
+    "rotate_metrics",
+    "write_meta",
+]
 
 FORMAT = "bots-verl-run"
 VERSION = 1
@@ -91,25 +104,55 @@ def read_meta(run_dir: str | os.PathLike) -> dict[str, Any]:
     return meta
 
 
-def iter_metrics(run_dir: str | os.PathLike):
-    """Yield ``(step, data)`` from ``metrics.jsonl`` in file order; nulls come back as NaN.
+def _part_number(path: Path) -> int:
+    return int(path.name[len("metrics.part") : -len(".jsonl")])
 
-    Raises:
-        ValueError: on a missing file or a malformed line (the line number is in the message).
+
+def metrics_files(run_dir: str | os.PathLike) -> list[Path]:
+    """The run's metrics files in logging order: ``metrics.part<k>.jsonl`` by k, then ``metrics.jsonl``."""
+    run_dir = Path(run_dir)
+    parts = [p for p in run_dir.glob("metrics.part*.jsonl") if p.name[len("metrics.part") : -len(".jsonl")].isdigit()]
+    files = sorted(parts, key=_part_number)
+    if (run_dir / METRICS_FILE).is_file():
+        files.append(run_dir / METRICS_FILE)
+    return files
+
+
+def rotate_metrics(run_dir: str | os.PathLike) -> Path | None:
+    """Move a non-empty ``metrics.jsonl`` aside as the next ``metrics.part<k>.jsonl``; return its new path.
+
+    Call it before a resumed run reopens the file: verl's file logger opens it for writing, which would erase the
+    steps logged before the restart.
     """
     path = Path(run_dir) / METRICS_FILE
-    if not path.is_file():
+    if not path.is_file() or path.stat().st_size == 0:
+        return None
+    parts = [p for p in metrics_files(run_dir) if p.name != METRICS_FILE]
+    target = path.with_name(f"metrics.part{_part_number(parts[-1]) + 1 if parts else 0}.jsonl")
+    os.replace(path, target)
+    return target
+
+
+def iter_metrics(run_dir: str | os.PathLike):
+    """Yield ``(step, data)`` from the run's metrics files (:func:`metrics_files`) in order; nulls come back as NaN.
+
+    Raises:
+        ValueError: when there is no metrics file, or on a malformed line (file and line number in the message).
+    """
+    files = metrics_files(run_dir)
+    if not files:
         raise ValueError(f"{run_dir}: no {METRICS_FILE}")
-    with path.open() as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                step, data = int(record["step"]), record["data"]
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ValueError(f"{path}:{lineno}: malformed metrics line ({exc})") from exc
-            yield step, {k: (math.nan if v is None else v) for k, v in data.items()}
+    for path in files:
+        with path.open() as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                    step, data = int(record["step"]), record["data"]
+                except (ValueError, KeyError, TypeError) as exc:
+                    raise ValueError(f"{path}:{lineno}: malformed metrics line ({exc})") from exc
+                yield step, {k: (math.nan if v is None else v) for k, v in data.items()}
 
 
 class RunWriter:

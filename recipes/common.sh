@@ -73,7 +73,6 @@ bots_launch() {
     val_files=$(bots_val_files "$DOMAIN")
     local experiment=${EXPERIMENT_NAME:-${DOMAIN}_$(bots_model_tag "$MODEL_PATH")_${method}_s${SEED}}
     local run_dir=${RUN_DIR:-$RUN_ROOT/$experiment}
-    local metrics=$run_dir/metrics.jsonl
 
     local args=(
         # data: selection happens in the BOTS sampler, so verl's own shuffling is irrelevant
@@ -129,9 +128,6 @@ bots_launch() {
         "trainer.save_freq=$SAVE_FREQ"
         trainer.val_before_train=True
         "trainer.default_local_dir=$run_dir/checkpoints"
-        # verl's file logger runs inside a Ray actor: hand it the path explicitly (an exported variable does not
-        # reach actors on a cluster started with `ray start`)
-        "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH=$metrics"
         # BOTS
         "bots.selector=$SELECTOR"
         "bots.reference_columns=$REFERENCE_COLUMNS"
@@ -170,7 +166,6 @@ bots_launch() {
     fi
     if [[ $DRY_RUN != 1 ]]; then
         mkdir -p "$run_dir"
-        export VERL_FILE_LOGGER_PATH=$metrics
     fi
     echo "[bots] $experiment -> $run_dir (nnodes=$NNODES x $GPUS_PER_NODE GPUs, dry_run=$DRY_RUN)" >&2
     "$PYTHON" -m bots_verl.main "${args[@]}"

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from bots_verl.runlog import RunWriter, iter_metrics, read_meta, write_meta
+from bots_verl.runlog import RunWriter, iter_metrics, metrics_files, read_meta, rotate_metrics, write_meta
 
 
 def test_round_trip(tmp_path):
@@ -40,3 +40,19 @@ def test_errors(tmp_path):
     (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n')
     with pytest.raises(ValueError, match=":1: malformed"):
         list(iter_metrics(tmp_path))
+
+
+def test_resume_keeps_earlier_metrics(tmp_path):
+    """verl's file logger truncates metrics.jsonl on open: a resumed run rotates it first and readers join the parts."""
+    write_meta(tmp_path, run_id="r", source="verl")
+    metrics = tmp_path / "metrics.jsonl"
+    assert rotate_metrics(tmp_path) is None  # nothing to keep yet
+    metrics.write_text("".join(json.dumps({"step": s, "data": {"acc": s / 10}}) + "\n" for s in (1, 2, 3)))
+    assert rotate_metrics(tmp_path).name == "metrics.part0.jsonl"
+    # the resumed run restarts from its step-2 checkpoint and logs step 3 again, then step 4
+    metrics.write_text("".join(json.dumps({"step": s, "data": {"acc": s}}) + "\n" for s in (3, 4)))
+    assert rotate_metrics(tmp_path).name == "metrics.part1.jsonl"
+    metrics.write_text(json.dumps({"step": 5, "data": {"acc": 5}}) + "\n")
+    assert [p.name for p in metrics_files(tmp_path)] == ["metrics.part0.jsonl", "metrics.part1.jsonl", "metrics.jsonl"]
+    assert [step for step, _ in iter_metrics(tmp_path)] == [1, 2, 3, 3, 4, 5]
+    assert dict(iter_metrics(tmp_path))[3] == {"acc": 3}  # the later value of a repeated step wins

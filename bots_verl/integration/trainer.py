@@ -34,6 +34,7 @@ from bots_verl.integration.outcomes import Outcome, SuccessRule, aggregate_outco
 from bots_verl.integration.sampler import BOTSSampler
 from bots_verl.integration.settings import BOTSSettings, check_verl_compat, parse_bots_config, train_files
 from bots_verl.integration.tasks import TaskIndex, dataset_task_ids, read_reference_columns
+from bots_verl.runlog import METRICS_FILE, rotate_metrics
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
@@ -208,7 +209,11 @@ class BOTSTaskRunner(TaskRunnerV1.__ray_actor_class__):
         run_dir = config.bots.run_log.get("dir", None)
         if run_dir:
             # verl's file logger reads this in this process (the driver's environment may not reach Ray workers)
-            os.environ["VERL_FILE_LOGGER_PATH"] = os.path.join(os.path.abspath(run_dir), "metrics.jsonl")
+            os.environ["VERL_FILE_LOGGER_PATH"] = os.path.join(os.path.abspath(run_dir), METRICS_FILE)
+            # it also truncates the file: keep a resumed run's earlier steps as metrics.part<k>.jsonl
+            rotated = rotate_metrics(run_dir)
+            if rotated is not None:
+                logger.info("kept the previous metrics of %s as %s", run_dir, rotated.name)
         config.transfer_queue.enable = True
         OmegaConf.resolve(config)
         self.config = config

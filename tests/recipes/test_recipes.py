@@ -74,7 +74,7 @@ def test_every_recipe_dry_run_validates(tmp_path: Path, data_dir: Path) -> None:
         recorded.update(runs)
     assert len(recorded) == 12 + 3 + 6 + 6  # matrix, three ablations, rho and lambda sweeps
 
-    for argv in recorded.values():
+    for name, argv in recorded.items():
         assert argv[-4:] == [
             "bots.dry_run=true",
             "hydra.run.dir=.",
@@ -87,11 +87,7 @@ def test_every_recipe_dry_run_validates(tmp_path: Path, data_dir: Path) -> None:
         assert _value(argv, "data.max_response_length") == "8192"
         assert _value(argv, "bots.reference_columns") == "[qwen2.5_7b_pass_rate,qwen3_30b_pass_rate]"
         assert _value(argv, "trainer.logger") == '["console","file"]'
-        run_dir = _value(argv, "bots.run_log.dir")
-        assert (
-            _value(argv, "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH")
-            == f"{run_dir}/metrics.jsonl"
-        )
+        assert _value(argv, "bots.run_log.dir").endswith(name)
         if _value(argv, "bots.selector") == "bots":
             assert "+bots.hparams.target=0.5" in argv
     sweep = {name: argv for name, argv in recorded.items() if "_bots_rho" in name}
