@@ -64,9 +64,7 @@ def cost_to_baseline(
         ``cost_to_reach(method, target) / cost_within(baseline, fraction * total_steps)``; NaN if the method never
         reaches the target or the baseline spent nothing.
     """
-    if not 0 < fraction <= 1:
-        raise ValueError(f"fraction must lie in (0, 1], got {fraction}")
-    horizon = fraction * total_steps
+    horizon = core.budget_horizon(fraction, total_steps)
     target = best_within(base_acc, horizon)
     spent = cost_to_reach(acc, cost, target) if np.isfinite(target) else float("nan")
     base = cost_within(base_cost, horizon)

@@ -25,6 +25,7 @@ __all__ = [
     "best_so_far",
     "best_within",
     "bsf",
+    "budget_horizon",
     "effective_task_ratio",
     "interval",
     "paired_interval",
@@ -82,6 +83,17 @@ def steps_to_reach(steps: np.ndarray, values: np.ndarray, target: float) -> floa
     return float(st[hit[0]]) if hit.size else float("nan")
 
 
+def budget_horizon(fraction: float, total_steps: float) -> float:
+    """The last step inside ``fraction`` of a ``total_steps`` budget.
+
+    Raises:
+        ValueError: unless ``0 < fraction <= 1``.
+    """
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must lie in (0, 1], got {fraction}")
+    return fraction * total_steps
+
+
 def ttb(
     steps: np.ndarray,
     values: np.ndarray,
@@ -98,9 +110,7 @@ def ttb(
         fraction: the budget fraction, in (0, 1].
         total_steps: the training budget in steps.
     """
-    if not 0 < fraction <= 1:
-        raise ValueError(f"fraction must lie in (0, 1], got {fraction}")
-    horizon = fraction * total_steps
+    horizon = budget_horizon(fraction, total_steps)
     target = best_within(base_steps, base_values, horizon)
     return steps_to_reach(steps, values, target) / horizon
 
@@ -114,9 +124,7 @@ def bsf(
     total_steps: float,
 ) -> float:
     """Best-so-far ratio at ``fraction`` of the budget: the method's best over the baseline's, both within it."""
-    if not 0 < fraction <= 1:
-        raise ValueError(f"fraction must lie in (0, 1], got {fraction}")
-    horizon = fraction * total_steps
+    horizon = budget_horizon(fraction, total_steps)
     base = best_within(base_steps, base_values, horizon)
     own = best_within(steps, values, horizon)
     if not np.isfinite(base) or base == 0:
