@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +67,11 @@ class RunResult:
     update_ms: np.ndarray
     signal: np.ndarray
     run_dir: Path | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _merge(indices: np.ndarray, successes: np.ndarray, attempts: np.ndarray, num_tasks: int):
+def _merge(
+    indices: np.ndarray, successes: np.ndarray, attempts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Merge groups of the same task (DAPO may draw a task twice in a step) into unique entries."""
     uniq, inv = np.unique(indices, return_inverse=True)
     s = np.bincount(inv, weights=successes, minlength=uniq.size)
@@ -135,6 +136,7 @@ def run_method(
         )
     gen_size = min(num_tasks, max(1, round(spec.dapo_gen_factor * batch_size))) if spec.dapo else batch_size
     rounds_max = spec.dapo_max_rounds if spec.dapo else 1
+    feed_truth = wants_truth(selector)
     eval_steps, eval_acc = [0], [policy.eval_accuracy(rng_eval)]
     curves = {k: np.zeros(steps) for k in ("etr", "rollouts", "select_ms", "update_ms", "signal")}
     if writer:
@@ -145,7 +147,7 @@ def run_method(
             kept = rounds = 0
             select_s = 0.0
             while kept < batch_size and rounds < rounds_max:
-                if wants_truth(selector):
+                if feed_truth:
                     selector.observe_truth(policy.pool_probs())
                 t0 = time.perf_counter()
                 idx = selector.select(gen_size)
@@ -166,7 +168,7 @@ def run_method(
             tr_idx = np.concatenate([k[0] for k in keep])
             tr_s = np.concatenate([k[1] for k in keep]).astype(np.float64)
             signal = policy.train(tr_idx, tr_s, np.full(tr_idx.size, float(rollouts_per_task)), batch_size)
-            u_idx, u_s, u_n = _merge(all_idx, all_s, all_n, num_tasks) if rounds > 1 else (all_idx, all_s, all_n)
+            u_idx, u_s, u_n = _merge(all_idx, all_s, all_n) if rounds > 1 else (all_idx, all_s, all_n)
             t0 = time.perf_counter()
             selector.update(u_idx, u_s, u_n)
             update_s = time.perf_counter() - t0
