@@ -34,8 +34,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from bots_verl.core.evidence import InterpolationEvidence
-from bots_verl.core.irt_evidence import IRTEvidence
 from bots_verl.core.selection import SELECTION_RULES, top_k
 from bots_verl.core.selectors import BetaPosteriorSelector, register_selector
 from bots_verl.core.validation import check_unit_interval
@@ -141,17 +139,6 @@ class BOTSPlusSelector(BetaPosteriorSelector):
         self.post_err2: float | None = None
 
     # --------------------------------------------------------------------------------------------------- update
-    def _batch_prediction(self, indices: np.ndarray) -> np.ndarray | None:
-        """The plug-in's current prediction on the batch, before it sees the batch (None if it has none yet)."""
-        ev = self.evidence
-        if isinstance(ev, IRTEvidence):
-            return ev.predict(indices)
-        if isinstance(ev, InterpolationEvidence):
-            if ev.mu is None:
-                return None
-            return np.clip(ev.weak[indices] + ev.mu * ev.gap[indices], 0.0, 1.0)
-        return None
-
     def _smooth(self, old: float | None, new: float) -> float:
         return new if old is None else self.error_momentum * old + (1.0 - self.error_momentum) * new
 
@@ -174,7 +161,7 @@ class BOTSPlusSelector(BetaPosteriorSelector):
         m = self.implicit_scale if self.implicit_scale is not None else n_bar
         # Both errors are measured before anything learns from this batch (out-of-sample).
         if self.adaptive_rho:
-            pred = self._batch_prediction(indices)
+            pred = self.evidence.predict(indices)
             if pred is not None:
                 err2, pq = self._excess_error(pred, rates, attempts)
                 self.pred_err2 = self._smooth(self.pred_err2, err2)
@@ -185,14 +172,7 @@ class BOTSPlusSelector(BetaPosteriorSelector):
             err2, pq = self._excess_error(a / (a + b), rates, attempts)
             self.post_err2 = self._smooth(self.post_err2, err2)
             self.lam = float(np.clip(n_bar * self.post_err2 / pq, self.lam_min, self.lam_max))
-        if isinstance(self.evidence, IRTEvidence):
-            p_tilde = self.evidence.observe(indices, rates, attempts)
-        else:
-            p_tilde = self.evidence.observe(indices, rates)
-        self.last_implicit_stats = {}
-        if p_tilde is not None:
-            self.last_implicit_stats = {"implicit/batch_mae": float(np.abs(p_tilde[indices] - rates).mean())}
-        self.posterior.step(indices, successes, attempts - successes, p_tilde, lam=self.lam, rho=self.rho, m=m)
+        super()._update(indices, successes, attempts)
 
     # ------------------------------------------------------------------------------------------ logging, state
     def stats(self) -> dict[str, float]:
@@ -216,9 +196,6 @@ class BOTSPlusSelector(BetaPosteriorSelector):
         super()._check_state(extra)
         for key in ("rho", "lam"):
             check_unit_interval(f"checkpoint {key}", extra[key])
-        check_state = getattr(self.evidence, "check_state", None)
-        if check_state is not None:
-            check_state(extra["evidence"])
 
     def _load_state(self, extra: dict[str, Any]) -> None:
         super()._load_state(extra)

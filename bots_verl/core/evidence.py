@@ -11,7 +11,7 @@ Adding a plug-in is one small class plus its registry line::
     class MyEvidence(ImplicitEvidence):
         DEFAULTS = {"my_param": 1.0}
 
-        def observe(self, indices, rates):
+        def observe(self, indices, rates, attempts):
             ...  # return an array of length num_tasks, or None for "no implicit evidence this step"
 """
 
@@ -62,7 +62,7 @@ class ImplicitEvidence:
         self.reference = reference
         self.params = {**self.DEFAULTS, **params}
 
-    def observe(self, indices: np.ndarray, rates: np.ndarray) -> np.ndarray | None:
+    def observe(self, indices: np.ndarray, rates: np.ndarray, attempts: np.ndarray) -> np.ndarray | None:
         """Take one step's observed batch and return predicted success rates over the pool.
 
         Called once per update, after validation, so it may update internal state.
@@ -70,11 +70,19 @@ class ImplicitEvidence:
         Args:
             indices: the validated task indices trained this step.
             rates: their observed success rates (successes / attempts) in [0, 1].
+            attempts: their rollout counts (how much each observed rate is worth).
 
         Returns:
             ``p_tilde`` of length ``num_tasks`` in [0, 1], or None when the plug-in has no prediction this step.
         """
         raise NotImplementedError
+
+    def predict(self, indices: np.ndarray | None = None) -> np.ndarray | None:
+        """The current prediction for ``indices`` (all tasks if None) without changing state; None if there is none.
+
+        Lets a selector measure the prediction's error on a batch *before* :meth:`observe` sees it.
+        """
+        return None
 
     def stats(self) -> dict[str, float]:
         """Scalars worth logging (e.g. the interpolation capability)."""
@@ -84,6 +92,12 @@ class ImplicitEvidence:
         """Everything mutable, for checkpoints."""
         return {}
 
+    def check_state(self, state: dict[str, Any]) -> None:
+        """Raise ``ValueError`` unless :meth:`load_state_dict` can restore ``state``.
+
+        The selector calls it before it changes anything, so a rejected checkpoint leaves the selector as it was.
+        """
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
 
@@ -92,7 +106,7 @@ class ImplicitEvidence:
 class NoEvidence(ImplicitEvidence):
     """Explicit evidence only: unselected tasks receive nothing (only the forgetting toward the prior)."""
 
-    def observe(self, indices: np.ndarray, rates: np.ndarray) -> None:
+    def observe(self, indices: np.ndarray, rates: np.ndarray, attempts: np.ndarray) -> None:
         return None
 
 
@@ -139,7 +153,7 @@ class InterpolationEvidence(ImplicitEvidence):
         self.mu_raw: float | None = None
         self.degenerate_batches = 0
 
-    def observe(self, indices: np.ndarray, rates: np.ndarray) -> np.ndarray | None:
+    def observe(self, indices: np.ndarray, rates: np.ndarray, attempts: np.ndarray) -> np.ndarray | None:
         w_mean = float(self.weak[indices].mean())
         gap_mean = float(self.gap[indices].mean())
         if abs(gap_mean) < self.degenerate_tol:
@@ -148,10 +162,14 @@ class InterpolationEvidence(ImplicitEvidence):
         else:
             self.mu_raw = (float(rates.mean()) - w_mean) / gap_mean
             self.mu = self.mu_raw if self.mu is None else self.gamma * self.mu + (1.0 - self.gamma) * self.mu_raw
+        return self.predict()
+
+    def predict(self, indices: np.ndarray | None = None) -> np.ndarray | None:
         if self.mu is None:
             return None
-        p = self.gap * self.mu
-        p += self.weak
+        weak, gap = (self.weak, self.gap) if indices is None else (self.weak[indices], self.gap[indices])
+        p = gap * self.mu
+        p += weak
         return np.clip(p, 0.0, 1.0, out=p)
 
     def stats(self) -> dict[str, float]:
@@ -163,6 +181,12 @@ class InterpolationEvidence(ImplicitEvidence):
 
     def state_dict(self) -> dict[str, Any]:
         return {"mu": self.mu, "mu_raw": self.mu_raw, "degenerate_batches": self.degenerate_batches}
+
+    def check_state(self, state: dict[str, Any]) -> None:
+        if "mu" not in state:
+            raise ValueError("interpolation evidence checkpoint lacks 'mu'")
+        if state["mu"] is not None and not np.isfinite(float(state["mu"])):
+            raise ValueError(f"interpolation evidence checkpoint has a non-finite mu {state['mu']!r}")
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.mu = None if state["mu"] is None else float(state["mu"])

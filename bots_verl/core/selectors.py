@@ -305,7 +305,7 @@ class BetaPosteriorSelector(Selector):
 
     def _update(self, indices: np.ndarray, successes: np.ndarray, attempts: np.ndarray) -> None:
         rates = successes / attempts
-        p_tilde = self.evidence.observe(indices, rates)
+        p_tilde = self.evidence.observe(indices, rates, attempts)
         self.last_implicit_stats = {}
         if p_tilde is not None:
             err = p_tilde[indices] - rates
@@ -338,6 +338,7 @@ class BetaPosteriorSelector(Selector):
 
     def _check_state(self, extra: dict[str, Any]) -> None:
         BetaPosterior.check_state(extra["posterior"], self.num_tasks)
+        self.evidence.check_state(extra["evidence"])
 
     def _load_state(self, extra: dict[str, Any]) -> None:
         self.posterior.load_state_dict(extra["posterior"])

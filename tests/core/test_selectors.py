@@ -153,3 +153,16 @@ def test_alpha_is_read_only():
     sel = build_selector("bots", N, reference_pass_rates=REF)
     with pytest.raises(ValueError):
         sel.alpha[0] = 5.0
+
+
+def test_load_state_dict_checks_the_evidence_before_changing_anything():
+    sel = build_selector("bots", N, reference_pass_rates=REF, seed=0)
+    _drive(sel, 3)
+    bad = sel.state_dict()
+    del bad["extra"]["evidence"]["mu"]
+    other = build_selector("bots", N, reference_pass_rates=REF, seed=5)
+    before = other.state_dict()
+    with pytest.raises(ValueError, match="mu"):
+        other.load_state_dict(bad)
+    np.testing.assert_array_equal(other.alpha, before["extra"]["posterior"]["alpha"])
+    assert other.steps == 0 and other.evidence.mu is None
