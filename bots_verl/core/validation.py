@@ -35,7 +35,8 @@ def check_indices(indices: Any, num_tasks: int, *, name: str = "indices") -> np.
         raise ValueError(f"{name} must be a 1-D array, got shape {arr.shape}")
     if arr.size == 0:
         raise ValueError(f"{name} is empty: an update needs at least one task")
-    if not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_):
+    # A boolean mask is not a list of indices: read as 0/1 it would silently update tasks 0 and 1.
+    if not np.issubdtype(arr.dtype, np.integer):
         raise ValueError(f"{name} must hold integers, got dtype {arr.dtype}")
     arr = arr.astype(np.int64, copy=False)
     lo, hi = int(arr.min()), int(arr.max())

@@ -31,6 +31,7 @@ BAD_UPDATES = [
     (([1], [1], [0]), "positive"),
     (([1], [1], [np.nan]), "NaN or infinite"),
     (([1.5], [1], [16]), "integers"),
+    (([True, False], [1, 1], [16, 16]), "integers"),  # a boolean mask is not a list of indices
     (([], [], []), "empty"),
     (([[1, 2]], [1, 2], [16, 16]), "1-D"),
 ]
