@@ -29,6 +29,7 @@ from bots_verl.integration.settings import (
     parse_bots_config,
     train_files,
 )
+from bots_verl.integration.tasks import check_parquet_columns
 
 logger = logging.getLogger(__name__)
 
@@ -95,15 +96,7 @@ def check_config(config: DictConfig) -> BOTSSettings:
             logger.warning("data.train_files entry %s does not exist here; its columns are not checked", file)
             continue
         if file.endswith(".parquet"):
-            import pyarrow.parquet as pq
-
-            names = set(pq.read_schema(file).names)
-            for col in [settings.task_id_path[0], *settings.reference_columns]:
-                if col not in names:
-                    raise ValueError(
-                        f"{file} has no column {col!r} (bots.task_id_field / bots.reference_columns); "
-                        f"columns: {sorted(names)}"
-                    )
+            check_parquet_columns(file, [settings.task_id_path[0], *settings.reference_columns])
     return settings
 
 

@@ -18,7 +18,14 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TaskIndex", "dataset_task_ids", "normalize_task_id", "read_reference_columns", "task_id_of"]
+__all__ = [
+    "TaskIndex",
+    "check_parquet_columns",
+    "dataset_task_ids",
+    "normalize_task_id",
+    "read_reference_columns",
+    "task_id_of",
+]
 
 
 def normalize_task_id(value: Any, field: str) -> int | str:
@@ -106,6 +113,22 @@ class TaskIndex:
         return np.asarray(out, dtype=np.int64)
 
 
+def check_parquet_columns(file: str, columns: Sequence[str]) -> None:
+    """Check from the parquet footer alone (no data read) that ``file`` has every top-level column in ``columns``.
+
+    Raises:
+        ValueError: naming the file, the first missing column and the columns the file has.
+    """
+    import pyarrow.parquet as pq
+
+    names = set(pq.read_schema(file).names)
+    for col in columns:
+        if col not in names:
+            raise ValueError(
+                f"{file} has no column {col!r} (bots.task_id_field / bots.reference_columns); columns: {sorted(names)}"
+            )
+
+
 def read_reference_columns(
     files: Sequence[str], columns: Sequence[str], path: Sequence[str], index: TaskIndex
 ) -> np.ndarray:
@@ -128,10 +151,7 @@ def read_reference_columns(
     for file in files:
         if not str(file).endswith(".parquet"):
             raise ValueError(f"bots.reference_columns are read from parquet; {file} is not a .parquet file")
-        names = set(pq.read_schema(file).names)
-        for col in [path[0], *columns]:
-            if col not in names:
-                raise ValueError(f"{file} has no column {col!r} (bots.reference_columns / bots.task_id_field)")
+        check_parquet_columns(file, [path[0], *columns])
         table = pq.read_table(file, columns=[path[0], *columns])
         root = table.column(path[0]).to_pylist()
         values = np.column_stack([table.column(c).to_numpy(zero_copy_only=False).astype(float) for c in columns])
