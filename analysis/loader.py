@@ -307,7 +307,8 @@ def load_run(path: str | os.PathLike, meta_defaults: Mapping[str, Any] | None = 
         return _build(path, _merge_meta(meta, meta_defaults), _read_wandb_csv(path), "wandb-csv")
     if not path.is_dir():
         raise LoadError(f"{path}: not a run directory or a .csv file")
-    if (path / runlog.METRICS_FILE).is_file():
+    # runlog.metrics_files also finds a resumed run whose metrics so far sit only in metrics.part<k>.jsonl.
+    if runlog.metrics_files(path):
         try:
             meta = runlog.read_meta(path) if (path / runlog.META_FILE).is_file() else {}
             frame = _frame(runlog.iter_metrics(path))
@@ -336,7 +337,7 @@ def find_run_paths(root: str | os.PathLike) -> list[Path]:
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         here = Path(dirpath)
-        if runlog.METRICS_FILE in filenames or any(f.startswith(TB_PREFIX) for f in filenames):
+        if runlog.metrics_files(here) or any(f.startswith(TB_PREFIX) for f in filenames):
             found.append(here)
             dirnames.clear()  # a run directory is a leaf; do not descend into its checkpoints
             continue

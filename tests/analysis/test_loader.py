@@ -88,3 +88,15 @@ def test_unknown_layouts_and_empty_roots(tmp_path: Path) -> None:
         loader.load_run(tmp_path / "empty")
     with pytest.raises(ValueError, match="KEY=VALUE"):
         loader.parse_meta_args(["domain"])
+
+
+def test_a_rotated_run_without_a_current_metrics_file_is_found(tmp_path):
+    from analysis.loader import find_run_paths, load_run
+    from bots_verl import runlog
+
+    run_dir = tmp_path / "runs" / "r0"
+    with runlog.RunWriter(run_dir, domain="math", method="bots", seed=0, total_steps=1) as writer:
+        writer.log(1, {"val-core/x/acc/mean@1": 0.5})
+    runlog.rotate_metrics(run_dir)  # resumed, crashed before verl reopened metrics.jsonl
+    assert find_run_paths(tmp_path / "runs") == [run_dir]
+    assert load_run(run_dir).metrics.loc[1, "val-core/x/acc/mean@1"] == 0.5
