@@ -61,6 +61,14 @@ def _route(data_source: str) -> tuple[str, Callable[..., dict[str, Any]]] | None
     return None
 
 
+def _require_route(data_source: Any) -> tuple[str, Callable[..., dict[str, Any]]]:
+    """:func:`_route`, raising ``ValueError`` for a data source without a scorer (or one that is not a string)."""
+    route = _route(data_source) if isinstance(data_source, str) else None
+    if route is None:
+        raise ValueError(f"no BOTS reward for data_source {data_source!r}")
+    return route
+
+
 def supports(data_source: str) -> bool:
     """Whether :func:`compute_score` has a scorer for ``data_source``."""
     return isinstance(data_source, str) and _route(data_source) is not None
@@ -72,10 +80,7 @@ def domain_of(data_source: str) -> str:
     Raises:
         ValueError: for an unknown data source.
     """
-    route = _route(data_source) if isinstance(data_source, str) else None
-    if route is None:
-        raise ValueError(f"no BOTS reward for data_source {data_source!r}")
-    return route[0]
+    return _require_route(data_source)[0]
 
 
 def compute_score(
@@ -101,10 +106,7 @@ def compute_score(
     Raises:
         ValueError: unknown ``data_source`` or malformed ground truth.
     """
-    route = _route(data_source) if isinstance(data_source, str) else None
-    if route is None:
-        raise ValueError(f"no BOTS reward for data_source {data_source!r}")
-    domain, scorer = route
+    domain, scorer = _require_route(data_source)
     if domain == "code":
         return scorer(solution_str, ground_truth, extra_info=extra_info, **kwargs)
     if not isinstance(solution_str, str):
