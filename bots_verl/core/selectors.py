@@ -171,20 +171,27 @@ class Selector:
             raise ValueError(f"checkpoint is for selector {state.get('selector')!r}, not {self.name!r}")
         if state.get("num_tasks") != self.num_tasks:
             raise ValueError(f"checkpoint has {state.get('num_tasks')} tasks, this pool has {self.num_tasks}")
-        if np.shape(state["times_selected"]) != (self.num_tasks,):
+        # Read every field before assigning any, so a malformed checkpoint changes nothing.
+        try:
+            rng = np.random.Generator(np.random.PCG64())
+            rng.bit_generator.state = state["rng"]
+            steps, selections = int(state["steps"]), int(state["selections"])
+            times_selected = np.array(state["times_selected"], dtype=np.int32)
+            hparams, extra = dict(state["hparams"]), state["extra"]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"malformed selector checkpoint: {exc!r}") from exc
+        if times_selected.shape != (self.num_tasks,):
             raise ValueError("checkpoint times_selected has the wrong shape")
-        self._check_state(state["extra"])
-        changed = {k: (v, self.hparams.get(k)) for k, v in state["hparams"].items() if self.hparams.get(k) != v}
+        self._check_state(extra)
+        changed = {k: (v, self.hparams.get(k)) for k, v in hparams.items() if self.hparams.get(k) != v}
         if changed:
             logger.warning("resuming with changed hyperparameters {name: (checkpoint, now)}: %s", changed)
-        rng = np.random.Generator(np.random.PCG64())
-        rng.bit_generator.state = state["rng"]
         self.rng = rng
-        self.steps = int(state["steps"])
-        self.selections = int(state["selections"])
-        self.times_selected = np.array(state["times_selected"], dtype=np.int32)
+        self.steps = steps
+        self.selections = selections
+        self.times_selected = times_selected
         self.last_batch_stats = dict(state.get("last_batch_stats", {}))
-        self._load_state(state["extra"])
+        self._load_state(extra)
 
     # ------------------------------------------------------------------------------------------ subclass hooks
     def _select(self, batch_size: int) -> np.ndarray:
@@ -394,6 +401,11 @@ class _CursorSelector(Selector):
 
     def _state(self) -> dict[str, Any]:
         return {"cursor": self.cursor}
+
+    def _check_state(self, extra: dict[str, Any]) -> None:
+        cursor = extra.get("cursor")
+        if isinstance(cursor, bool) or not isinstance(cursor, int | np.integer) or not 0 <= cursor < self.num_tasks:
+            raise ValueError(f"checkpoint cursor {cursor!r} is not a position in a pool of {self.num_tasks}")
 
     def _load_state(self, extra: dict[str, Any]) -> None:
         self.cursor = int(extra["cursor"])

@@ -166,3 +166,25 @@ def test_load_state_dict_checks_the_evidence_before_changing_anything():
         other.load_state_dict(bad)
     np.testing.assert_array_equal(other.alpha, before["extra"]["posterior"]["alpha"])
     assert other.steps == 0 and other.evidence.mu is None
+
+
+@pytest.mark.parametrize("name", sorted(SELECTORS))
+@pytest.mark.parametrize("breakage", ["drop_steps", "bad_rng", "bad_cursor"])
+def test_malformed_checkpoint_changes_nothing(name, breakage):
+    donor = build_selector(name, N, reference_pass_rates=REF, seed=3)
+    _drive(donor, 4)
+    bad = donor.state_dict()
+    if breakage == "drop_steps":
+        del bad["steps"]
+    elif breakage == "bad_rng":
+        bad["rng"] = {"bit_generator": "PCG64"}
+    elif "cursor" in bad["extra"]:
+        bad["extra"]["cursor"] = N + 5
+    else:
+        pytest.skip("only cursor selectors have a cursor")
+    target = build_selector(name, N, reference_pass_rates=REF, seed=9)
+    _drive(target, 2)
+    before = pickle.dumps(target.state_dict())
+    with pytest.raises(ValueError):
+        target.load_state_dict(bad)
+    assert pickle.dumps(target.state_dict()) == before
