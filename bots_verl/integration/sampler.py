@@ -15,6 +15,7 @@ fast-forward a Stateful sampler, so no selection is replayed. ``load_state_dict`
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -95,8 +96,6 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
             )
 
     def _refill(self) -> None:
-        import time
-
         t0 = time.perf_counter()
         indices, token, ms = self._call("select", self.select_size)
         self._check_incarnation(token)

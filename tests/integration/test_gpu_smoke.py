@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from conftest import make_pool
 
 MODEL = os.environ.get("BOTS_SMOKE_MODEL")
@@ -19,6 +20,7 @@ MODEL = os.environ.get("BOTS_SMOKE_MODEL")
 
 @pytest.mark.gpu
 @pytest.mark.slow
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.skipif(not MODEL, reason="set BOTS_SMOKE_MODEL to a local model directory")
 def test_smoke_train_and_resume(tmp_path):
     data = tmp_path / "train.parquet"
