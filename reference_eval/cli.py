@@ -9,6 +9,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from bots_verl.rewards.success import SUCCESS_RULES, SuccessRule
+
 from .data import DataError
 from .results import ResultsError
 
@@ -84,7 +86,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="auto (bots_verl.rewards, else verl's default_compute_score), bots, verl, or module:function",
     )
     c.add_argument(
-        "--success-threshold", type=float, default=1.0, help="score counted as success when a scorer gives no 'acc'"
+        "--success-rule",
+        choices=SUCCESS_RULES,
+        default="auto",
+        help="how a scored response counts as a success; use the training run's bots.success.rule (auto: the "
+        "reward's 'acc', else score > --success-threshold)",
+    )
+    c.add_argument(
+        "--success-threshold", type=float, default=0.0, help="score threshold of the rule (bots.success.threshold)"
     )
     c.add_argument(
         "--on-score-error",
@@ -149,7 +158,7 @@ def _collect(args: argparse.Namespace) -> dict[str, Any]:
     from .results import Settings
     from .scoring import resolve_scorer
 
-    scorer = resolve_scorer(args.scorer, args.success_threshold)
+    scorer = resolve_scorer(args.scorer, SuccessRule(args.success_rule, args.success_threshold))
     settings = Settings(
         model=args.model,
         n=args.n,
@@ -159,7 +168,8 @@ def _collect(args: argparse.Namespace) -> dict[str, Any]:
         max_tokens=args.max_tokens,
         seed=args.seed,
         scorer=scorer.name,
-        success_threshold=scorer.success_threshold,
+        success_rule=scorer.rule.rule,
+        success_threshold=scorer.rule.threshold,
         chat_template_kwargs=args.chat_template_kwargs,
     )
     kwargs: dict[str, Any] = {"chat_template_kwargs": args.chat_template_kwargs}

@@ -109,7 +109,7 @@ def _score_batch(
         if len(outs) != n:
             # A short list would silently shrink the denominator; refuse instead.
             raise RuntimeError(f"backend returned {len(outs)} completions for task {task.task_id!r}, expected {n}")
-        successes, total, errors = 0, 0.0, 0
+        successes, total, errors = 0.0, 0.0, 0
         for text in outs:
             try:
                 ok, score = scorer.score(task, text)
@@ -120,8 +120,8 @@ def _score_batch(
                         f"--on-score-error fail to count such responses as failures"
                     ) from err
                 logger.warning("task %r: scorer error counted as failure: %s", task.task_id, err)
-                ok, score, errors = False, 0.0, errors + 1
-            successes += int(ok)
+                ok, score, errors = 0.0, 0.0, errors + 1
+            successes += ok
             total += score
         rec = {
             "task_id": task.task_id,
@@ -189,8 +189,12 @@ def collect(
         raise ValueError(f"on_score_error must be 'raise' or 'fail', got {on_score_error!r}")
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be >= 0, got {limit}")
-    if settings.scorer != scorer.name or settings.success_threshold != scorer.success_threshold:
-        raise ValueError("settings.scorer/success_threshold must describe the scorer used")
+    if (settings.scorer, settings.success_rule, settings.success_threshold) != (
+        scorer.name,
+        scorer.rule.rule,
+        scorer.rule.threshold,
+    ):
+        raise ValueError("settings.scorer/success_rule/success_threshold must describe the scorer used")
 
     tasks = load_tasks(data_path, id_column, prompt_column, ground_truth_column)
     shard = [t for t in tasks if in_shard(t.task_id, num_shards, shard_index)]

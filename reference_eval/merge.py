@@ -119,7 +119,13 @@ def _load_results(paths: list[str | os.PathLike]) -> tuple[dict[tuple[str, Any],
         for rec in records:
             if not isinstance(rec["attempts"], int) or rec["attempts"] < 1:
                 raise ResultsError(f"{path}: task {rec['task_id']!r} has attempts={rec['attempts']!r}")
-            if not isinstance(rec["successes"], int) or not 0 <= rec["successes"] <= rec["attempts"]:
+            # fractional under the 'score' success rule (or a fractional 'acc'), so any number in [0, attempts]
+            successes = rec["successes"]
+            if (
+                isinstance(successes, bool)
+                or not isinstance(successes, int | float)
+                or not 0 <= successes <= rec["attempts"]
+            ):
                 raise ResultsError(f"{path}: task {rec['task_id']!r} has successes={rec['successes']!r}")
             key = record_key(rec["task_id"])
             prev = by_id.get(key)

@@ -6,7 +6,7 @@ A line looks like::
      "data_source": "math__combined", "prompt_sha256": "…", "model": "/models/qwen2.5-7b",
      "sampling": {"n": 16, "temperature": 1.0, "top_p": 1.0, "top_k": -1, "max_tokens": 4096, "seed": 0,
                   "chat_template_kwargs": {}},
-     "scorer": {"name": "bots_verl.rewards:compute_score", "success_threshold": 1.0},
+     "scorer": {"name": "bots_verl.rewards:compute_score", "success_rule": "auto", "success_threshold": 0.0},
      "settings_id": "3f2a…", "backend": "vllm", "time": 1717000000.0}
 
 ``settings_id`` hashes model + sampling + scorer. Every line of one file must share it: a pass rate is only meaningful
@@ -53,7 +53,8 @@ class Settings:
         seed: The base seed; each prompt's seed is derived from it and the task id.
         chat_template_kwargs: Extra chat-template arguments (e.g. ``enable_thinking``).
         scorer: The scoring function's ``module:function``.
-        success_threshold: The score counted as a success when the scorer gives no ``acc``.
+        success_rule: The success rule (``bots_verl.rewards.success.SuccessRule``), as in training.
+        success_threshold: Its score threshold.
     """
 
     model: str
@@ -64,7 +65,8 @@ class Settings:
     max_tokens: int
     seed: int
     scorer: str
-    success_threshold: float = 1.0
+    success_rule: str = "auto"
+    success_threshold: float = 0.0
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def sampling(self) -> dict[str, Any]:
@@ -86,7 +88,11 @@ class Settings:
         return {
             "model": self.model,
             "sampling": self.sampling(),
-            "scorer": {"name": self.scorer, "success_threshold": self.success_threshold},
+            "scorer": {
+                "name": self.scorer,
+                "success_rule": self.success_rule,
+                "success_threshold": self.success_threshold,
+            },
             "settings_id": self.settings_id(),
         }
 

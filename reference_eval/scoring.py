@@ -5,8 +5,10 @@ the default scorer is ``bots_verl.rewards.compute_score`` (the function the BOTS
 Where that module is not importable, ``auto`` falls back to verl's ``default_compute_score`` and says so; the scorer's
 name is part of the results' settings, so results from different scorers never mix.
 
-A response counts as a success when the scorer's ``acc`` is truthy; scorers that return only a number (or a dict
-without ``acc``) count as a success when the score reaches ``success_threshold`` (GURU used ``score >= 1.0``).
+Whether a response is a success is decided by :class:`bots_verl.rewards.success.SuccessRule`, the same rule (and the
+same ``--success-rule``/``--success-threshold`` as ``bots.success.rule``/``threshold``) the trainer applies to the
+policy's rollouts, so the reference column and the observed pass rates are comparable. A scorer that returns a plain
+number gives no ``acc``; under the default ``auto`` rule it then counts as a success when ``score > threshold``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from bots_verl.rewards.success import SuccessRule
 
 from .data import DataError, Task
 
@@ -39,14 +43,14 @@ class Scorer:
         name: ``module:function`` of the underlying function; recorded with every result.
         fn: ``fn(data_source, solution_str, ground_truth, extra_info=None)`` returning a float or a dict with
             ``score`` and optionally ``acc``.
-        success_threshold: The score at or above which a response without ``acc`` counts as a success.
+        rule: How a scored response counts as a success (the trainer's rule).
     """
 
     name: str
     fn: ScoreFn
-    success_threshold: float = 1.0
+    rule: SuccessRule = SuccessRule()
 
-    def score(self, task: Task, response: str) -> tuple[bool, float]:
+    def score(self, task: Task, response: str) -> tuple[float, float]:
         """Score one response.
 
         Args:
@@ -54,16 +58,17 @@ class Scorer:
             response: The generated text (without the prompt).
 
         Returns:
-            ``(success, score)``.
+            ``(success in [0, 1], score)``.
+
+        Raises:
+            ValueError: if the reward cannot be mapped to a success (see :class:`SuccessRule`).
         """
         out = self.fn(task.data_source, response, task.ground_truth, extra_info=task.extra_info)
         if isinstance(out, dict):
             score = float(out.get("score", 0.0))
-            acc = out.get("acc")
-            success = bool(acc) if acc is not None else score >= self.success_threshold
-            return success, score
+            return self.rule(score, out), score
         score = float(out)
-        return score >= self.success_threshold, score
+        return self.rule(score, None), score
 
 
 def _load(spec: str) -> ScoreFn:
@@ -73,13 +78,13 @@ def _load(spec: str) -> ScoreFn:
     return getattr(importlib.import_module(module), attr)
 
 
-def resolve_scorer(spec: str = "auto", success_threshold: float = 1.0) -> Scorer:
+def resolve_scorer(spec: str = "auto", rule: SuccessRule | None = None) -> Scorer:
     """Find the scoring function.
 
     Args:
         spec: ``auto`` (bots_verl.rewards, else verl's default with a warning), ``bots``, ``verl``, or
             ``module:function`` for a custom reward (the same one given to verl's ``custom_reward_function``).
-        success_threshold: See :class:`Scorer`.
+        rule: The success rule (default: ``SuccessRule()``, the trainer's default).
 
     Returns:
         The scorer.
@@ -87,14 +92,15 @@ def resolve_scorer(spec: str = "auto", success_threshold: float = 1.0) -> Scorer
     Raises:
         ImportError: If the requested module cannot be imported (``auto`` only raises if neither can).
     """
+    rule = rule or SuccessRule()
     if spec == "auto":
         try:
-            return Scorer(_BOTS, _load(_BOTS), success_threshold)
+            return Scorer(_BOTS, _load(_BOTS), rule)
         except (ImportError, AttributeError) as err:
             logger.warning("bots_verl.rewards.compute_score unavailable (%s); scoring with verl's default", err)
-            return Scorer(_VERL, _load(_VERL), success_threshold)
+            return Scorer(_VERL, _load(_VERL), rule)
     spec = {"bots": _BOTS, "verl": _VERL}.get(spec, spec)
-    return Scorer(spec, _load(spec), success_threshold)
+    return Scorer(spec, _load(spec), rule)
 
 
 def check_data_sources(scorer: Scorer, tasks: list[Task]) -> None:

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from bots_verl.integration.tasks import TaskIndex, task_id_of
+from bots_verl.rewards.success import SuccessRule
 
 logger = logging.getLogger(__name__)
 
@@ -39,48 +39,6 @@ class Outcome:
     task_id: int | str
     success: float
     score: float
-
-
-@dataclasses.dataclass(frozen=True)
-class SuccessRule:
-    """Maps a rollout's reward to a success in [0, 1].
-
-    Args:
-        rule: ``auto``: ``reward_extra_info["acc"]`` when present and a bool or a number in [0, 1], else
-            ``score > threshold`` (math_dapo's +/-1 scores come with a bool ``acc``; verl's naive reward manager
-            copies a float score into ``acc``, so a +/-1 float score falls back to the threshold). ``acc``: ``acc``
-            only (must be present). ``threshold``: ``score > threshold``. ``score``: the score itself, which must lie
-            in [0, 1] (e.g. fractional test-case pass rates).
-        threshold: the score threshold.
-    """
-
-    rule: str = "auto"
-    threshold: float = 0.0
-
-    def __call__(self, score: float, extra: Mapping[str, Any] | None) -> float:
-        """The success in [0, 1].
-
-        Raises:
-            ValueError: if the reward cannot be mapped (NaN score, missing or out-of-range ``acc``/score).
-        """
-        if not math.isfinite(score):
-            raise ValueError(f"reward score {score!r} is not finite")
-        acc = None if extra is None else extra.get("acc", None)
-        acc = getattr(acc, "item", lambda: acc)() if acc is not None else None
-        if self.rule in ("auto", "acc") and acc is not None:
-            if isinstance(acc, bool | np.bool_):
-                return float(acc)
-            if isinstance(acc, int | float) and 0.0 <= acc <= 1.0:
-                return float(acc)
-            if self.rule == "acc" or not (isinstance(acc, int | float) and math.isfinite(acc)):
-                raise ValueError(f"reward_extra_info['acc']={acc!r} is not a bool or a number in [0, 1]")
-        if self.rule == "acc":
-            raise ValueError("bots.success.rule=acc but the reward function gave no reward_extra_info['acc']")
-        if self.rule == "score":
-            if not 0.0 <= score <= 1.0:
-                raise ValueError(f"bots.success.rule=score needs scores in [0, 1], got {score}")
-            return float(score)
-        return float(score > self.threshold)
 
 
 def session_keys(keys: Sequence[str], tags: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -18,12 +18,11 @@ import numpy as np
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from bots_verl.core import SELECTORS, build_selector
+from bots_verl.rewards.success import SUCCESS_RULES
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["SUCCESS_RULES", "BOTSSettings", "check_verl_compat", "parse_bots_config", "train_files"]
-
-SUCCESS_RULES = ("auto", "acc", "threshold", "score")
 
 
 @dataclasses.dataclass(frozen=True)

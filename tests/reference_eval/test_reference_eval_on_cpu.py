@@ -306,3 +306,17 @@ def test_shards_partition_the_tasks_and_merge_back(reference_run, tmp_path):
     other.write_text("".join(json.dumps(dict(json.loads(ln), settings_id="0" * 16)) + "\n" for ln in lines[:2]))
     with pytest.raises(ResultsError, match="different models or sampling settings"):
         merge(data, [shard_files[0], other], "ref", out=tmp_path / "mixed.parquet")
+
+
+def test_success_is_judged_by_the_trainers_rule():
+    """A plain-number reward is judged as the trainer's bots.success rule judges it (auto: score > 0)."""
+    from bots_verl.rewards.success import SuccessRule
+    from reference_eval.data import Task
+    from reference_eval.scoring import Scorer
+
+    task = Task(task_id=1, row=0, data_source="x", prompt=[], ground_truth="", extra_info=None, prompt_sha256="")
+    half = Scorer("half", lambda *a, **k: 0.5)
+    assert half.score(task, "") == (1.0, 0.5)
+    assert Scorer("half", lambda *a, **k: 0.5, SuccessRule("score")).score(task, "") == (0.5, 0.5)
+    assert Scorer("dapo", lambda *a, **k: -1.0).score(task, "") == (0.0, -1.0)
+    assert Scorer("dict", lambda *a, **k: {"score": 1.0, "acc": False}).score(task, "") == (0.0, 1.0)
