@@ -4,6 +4,7 @@ import pickle
 
 import numpy as np
 import pytest
+from selector_driver import drive
 
 from bots_verl.core import EVIDENCE, SELECTION_RULES, SELECTORS, build_selector
 from bots_verl.core.bots_plus import rewards_to_successes
@@ -12,15 +13,6 @@ from bots_verl.core.irt_evidence import IRTEvidence, logit
 N = 300
 RNG = np.random.default_rng(8)
 REF3 = np.sort(RNG.random((N, 3)), axis=1)
-
-
-def _drive(sel, steps, batch=16, start=0):
-    out = []
-    for t in range(start, start + steps):
-        idx = sel.select(batch)
-        out.append(idx.copy())
-        sel.update(idx, (idx * 5 + t) % 17, np.full(idx.size, 16))
-    return out
 
 
 def test_registered():
@@ -124,7 +116,7 @@ def test_adaptive_rho_follows_the_measured_error():
 
 def test_adaptive_lam_stays_in_range():
     sel = build_selector("bots_plus", N, reference_pass_rates=REF3, seed=0, adaptive_lam=True)
-    _drive(sel, 10)
+    drive(sel, 10, mult=5)
     assert 0.02 <= sel.lam <= 0.5 and sel.post_err2 is not None
 
 
@@ -141,23 +133,23 @@ def test_adaptive_lam_stays_in_range():
 def test_round_trip_and_determinism(hparams):
     ref = REF3[:, [0, 2]] if hparams.get("evidence") == "interpolation" else REF3
     sel = build_selector("bots_plus", N, reference_pass_rates=ref, seed=4, **hparams)
-    _drive(sel, 6)
+    drive(sel, 6, mult=5)
     state = pickle.loads(pickle.dumps(sel.state_dict()))
-    expected = _drive(sel, 6, start=6)
+    expected = drive(sel, 6, start=6, mult=5)
     fresh = build_selector("bots_plus", N, reference_pass_rates=ref, seed=123, **hparams)
     fresh.load_state_dict(state)
-    assert all(np.array_equal(a, b) for a, b in zip(expected, _drive(fresh, 6, start=6), strict=True))
+    assert all(np.array_equal(a, b) for a, b in zip(expected, drive(fresh, 6, start=6, mult=5), strict=True))
     np.testing.assert_array_equal(sel.alpha, fresh.alpha)
     assert (sel.rho, sel.lam) == (fresh.rho, fresh.lam)
     # Same seed, same outcomes: same selections.
     twins = [build_selector("bots_plus", N, reference_pass_rates=ref, seed=4, **hparams) for _ in range(2)]
-    first, second = (_drive(t, 12) for t in twins)
+    first, second = (drive(t, 12, mult=5) for t in twins)
     assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
 
 
 def test_rejected_update_leaves_state_unchanged():
     sel = build_selector("bots_plus", N, reference_pass_rates=REF3, seed=0, adaptive_rho=True)
-    _drive(sel, 3)
+    drive(sel, 3, mult=5)
     before = pickle.dumps(sel.state_dict())
     for bad in [
         ([1, 1], [1, 1], [16, 16]),
@@ -172,7 +164,7 @@ def test_rejected_update_leaves_state_unchanged():
 
 def test_bad_checkpoint_is_rejected_before_any_change():
     sel = build_selector("bots_plus", N, reference_pass_rates=REF3, seed=0)
-    _drive(sel, 2)
+    drive(sel, 2, mult=5)
     bad = sel.state_dict()
     bad["extra"]["evidence"]["res_prec"] = np.zeros(N - 1)
     other = build_selector("bots_plus", N, reference_pass_rates=REF3, seed=1)

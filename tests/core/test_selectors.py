@@ -4,23 +4,13 @@ import pickle
 
 import numpy as np
 import pytest
+from selector_driver import drive as _drive
 
 from bots_verl.core import SELECTORS, build_selector
 
 N = 200
 RNG = np.random.default_rng(123)
 REF = np.sort(RNG.random((N, 2)), axis=1)
-
-
-def _drive(sel, steps, batch=16, start=0):
-    """Select, then feed deterministic pseudo-outcomes; return the selections."""
-    out = []
-    for t in range(start, start + steps):
-        idx = sel.select(batch)
-        out.append(idx.copy())
-        successes = (idx * 7 + t) % 17
-        sel.update(idx, successes, np.full(idx.size, 16))
-    return out
 
 
 @pytest.mark.parametrize("name", sorted(SELECTORS))
