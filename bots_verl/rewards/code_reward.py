@@ -2,21 +2,25 @@
 
 GURU's code ground truth is a JSON string of one of three forms (guru.md §2.3):
 
-- ``{"functional": "<test code ending in check(entry_point)>"}``: run ``prefix + code + test`` as one program; it
-  passes when it exits with status 0 (the asserts raise otherwise). ``prefix`` (LeetCode imports / starter) comes
-  from ``extra_info["prefix"]``.
-- ``{"inputs": [stdin, ...], "outputs": [stdout, ...]}``: run the program once per test with that stdin and compare
-  stdout token by token (floats within 1e-6, "yes"/"no" case-insensitive, as GURU's ``fuzzy_equal``).
-- the same with ``"fn_name"``: call-based tests; each input is the argument list of ``fn_name`` (a top-level
-  function or a method of ``Solution``) and the output is the return value.
+- ``{"inputs": [stdin, ...], "outputs": [stdout, ...]}``: the program runs once per test with that stdin; its stdout
+  is compared token by token (:func:`~bots_verl.rewards.code_compare.outputs_match`) and it must exit with status 0.
+- the same with ``"fn_name"``: call-based tests; each input is the argument list of ``fn_name`` (a top-level function
+  or a method of ``Solution``) and the output is the return value
+  (:func:`~bots_verl.rewards.code_compare.values_match`).
+- ``{"functional": "<test code>"}``: the dataset's own test code (LeetCode's ``check(candidate)``, TACO/PrimeIntellect's
+  ``_deep_eq`` loops, LiveCodeBench's ``check_*``), with LeetCode's imports and helpers from ``extra_info["prefix"]``.
 
-Programs run either locally, in a fresh ``python -I`` subprocess in a temporary directory under ``RLIMIT_AS`` (memory),
-``RLIMIT_CPU``, ``RLIMIT_FSIZE`` (output size) and a wall-clock timeout that kills the whole process group, or on a
-SandboxFusion server through verl's client (``sandbox_fusion_url``; pass it with
-``reward.custom_reward_function.reward_kwargs.sandbox_fusion_url``). The local runner isolates resources, not
-privileges: on a shared cluster use the sandbox.
+Only a program that produces the right outputs can score. The expected outputs never enter the program's sandbox:
+for stdin and call-based tests the scorer sends the inputs one at a time and compares in its own process; functional
+test code runs in a second sandbox (the *judge*) that calls the program over a pipe, passing arguments and return
+values as plain data (:mod:`bots_verl.rewards._harness`). So ``sys.exit(0)``, ``os._exit``, ``atexit`` hooks, patched
+builtins, objects whose ``__eq__`` is always true and reading files all score 0.
 
-The score is binary (1.0 when all tests pass) and equals ``acc``; tests stop at the first failure.
+Each answer gets one wall-clock limit (``timeout_s``) for all of its tests together; tests stop at the first failure.
+Programs run in bubblewrap sandboxes (:mod:`bots_verl.rewards.sandbox`: own PID namespace, no network, read-only
+system view, private ``/tmp``, non-root, process/memory/CPU/file limits), or on a SandboxFusion server
+(``sandbox_fusion_url``, for clusters without bubblewrap; functional tests there run in one process with the program,
+see the README for what that allows). The score is binary (1.0 when all tests pass) and equals ``acc``.
 """
 
 from __future__ import annotations
@@ -25,199 +29,53 @@ import json
 import logging
 import math
 import os
+import secrets
 import signal
-import subprocess
-import sys
-import tempfile
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from bots_verl.rewards._extract import after_think, last_code_block
+from bots_verl.rewards._harness import CodecError, decode_value, encode_value
+from bots_verl.rewards.code_compare import outputs_match, values_match
+from bots_verl.rewards.sandbox import (
+    ChannelClosed,
+    DeadlineExceeded,
+    Limits,
+    SandboxUnavailableError,
+    check_isolation,
+    concurrency_slot,
+    launch,
+    resolve_isolation,
+)
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
 
 __all__ = ["RunResult", "compute_score", "outputs_match", "parse_tests", "run_program"]
 
-# Defaults follow verl's sandbox settings (reward.sandbox_fusion.memory_limit_mb = 1024) and its prime_code runner's
-# per-test timeout (5-10 s).
-DEFAULT_TIMEOUT_S = 6.0
+# One limit per answer, for all of its tests together (verl's prime_code runner allows 5-10 s per test; GURU keeps at
+# most 8 tests per problem).
+DEFAULT_TIMEOUT_S = 10.0
+# reward.sandbox_fusion.memory_limit_mb in verl's config.
 DEFAULT_MEMORY_MB = 1024
-# stdout larger than this is a runaway print loop, not an answer.
-_MAX_OUTPUT_BYTES = 16 * 1024 * 1024
-_FLOAT_TOL = 1e-6
-
-# Runs call-based tests inside the child process: exec the solution, call fn_name per test, exit 0 iff all match.
-_CALL_HARNESS = r"""
-import json, sys
-with open(sys.argv[1]) as f:
-    spec = json.load(f)
-namespace = {"__name__": "solution"}
-exec(compile(spec["code"], "solution.py", "exec"), namespace)
-fn = namespace.get(spec["fn_name"])
-if fn is None and "Solution" in namespace:
-    fn = getattr(namespace["Solution"](), spec["fn_name"], None)
-if fn is None:
-    sys.exit(3)
-def plain(value):
-    return json.loads(json.dumps(value))
-for args, expected in zip(spec["inputs"], spec["outputs"]):
-    if isinstance(args, str):
-        args = json.loads(args)
-    if not isinstance(args, list):
-        args = [args]
-    got = plain(fn(*args))
-    if got != expected and [got] != expected:
-        sys.exit(1)
-sys.exit(0)
-"""
+# The judge runs trusted test code only; it needs no more processes than this.
+_JUDGE_NPROC = 8
 
 
 @dataclass(frozen=True)
 class RunResult:
-    """Outcome of one program run.
+    """Outcome of one program run (:func:`run_program`).
 
     Attributes:
-        status: ``"ok"`` (exit 0), ``"error"`` (non-zero exit or killed by a limit), ``"timeout"`` or ``"sandbox"``
-            (the sandbox service failed; counted as a failure, logged).
-        stdout: captured standard output (may be truncated by the output limit).
+        status: ``"ok"`` (exit 0), ``"error"`` (non-zero exit, crash, or a limit), ``"timeout"``, ``"output_limit"``
+            or ``"sandbox"`` (the SandboxFusion service failed; logged).
+        stdout: captured standard output.
     """
 
     status: str
     stdout: str = ""
-
-
-def _set_limits(memory_mb: int, cpu_s: int) -> None:
-    """Child-side resource limits (runs between fork and exec)."""
-    import resource
-
-    memory = memory_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (_MAX_OUTPUT_BYTES, _MAX_OUTPUT_BYTES))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-
-def _status(returncode: int) -> str:
-    # RLIMIT_CPU ends a busy loop with SIGXCPU before the wall clock runs out: that is a timeout, too.
-    if returncode == 0:
-        return "ok"
-    return "timeout" if returncode == -signal.SIGXCPU else "error"
-
-
-def _run_local(source: str, stdin: str, timeout_s: float, memory_mb: int, argv: tuple[str, ...] = ()) -> RunResult:
-    with tempfile.TemporaryDirectory(prefix="bots_code_") as workdir:
-        program = os.path.join(workdir, "main.py")
-        with open(program, "w", encoding="utf-8") as f:
-            f.write(source)
-        out_path = os.path.join(workdir, "stdout.txt")
-        with open(out_path, "wb") as out, open(os.devnull, "wb") as err:
-            proc = subprocess.Popen(
-                [sys.executable, "-I", program, *argv],
-                stdin=subprocess.PIPE,
-                stdout=out,
-                stderr=err,
-                cwd=workdir,
-                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"},
-                preexec_fn=lambda: _set_limits(memory_mb, max(1, math.ceil(timeout_s))),
-                start_new_session=True,  # own process group, so a timeout kills children too
-            )
-            try:
-                proc.communicate(input=stdin.encode("utf-8", errors="replace"), timeout=timeout_s)
-                status = _status(proc.returncode)
-            except subprocess.TimeoutExpired:
-                status = "timeout"
-            except OSError:  # e.g. BrokenPipe when the program exits without reading a large stdin
-                try:
-                    status = _status(proc.wait(timeout=timeout_s))
-                except subprocess.TimeoutExpired:
-                    status = "timeout"
-            finally:
-                if proc.poll() is None:
-                    try:
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                    proc.wait()
-        with open(out_path, "rb") as f:
-            stdout = f.read(_MAX_OUTPUT_BYTES).decode("utf-8", errors="replace")
-    return RunResult(status, stdout)
-
-
-def _run_sandbox(source: str, stdin: str, timeout_s: float, memory_mb: int, url: str) -> RunResult:
-    from verl.utils.reward_score.sandbox_fusion.utils import call_sandbox_api
-
-    timeout = max(1, math.ceil(timeout_s))
-    response, error = call_sandbox_api(url, source, stdin, timeout, timeout, memory_mb, "python")
-    if response is None:
-        logger.warning("sandbox call failed: %s", error)
-        return RunResult("sandbox")
-    run = response.get("run_result") or {}
-    if run.get("status") == "TimeLimitExceeded":
-        return RunResult("timeout")
-    ok = response.get("status") == "Success" and run.get("status") == "Finished" and run.get("return_code") == 0
-    return RunResult("ok" if ok else "error", run.get("stdout") or "")
-
-
-def run_program(
-    source: str,
-    stdin: str = "",
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    memory_mb: int = DEFAULT_MEMORY_MB,
-    sandbox_fusion_url: str | None = None,
-) -> RunResult:
-    """Run a Python program once under time and memory limits.
-
-    Args:
-        source: the program text.
-        stdin: its standard input.
-        timeout_s: wall-clock limit (also the CPU-time limit, rounded up, locally).
-        memory_mb: address-space limit in MiB.
-        sandbox_fusion_url: run on this SandboxFusion ``/run_code`` endpoint instead of locally.
-
-    Returns:
-        A :class:`RunResult`.
-    """
-    if sandbox_fusion_url:
-        return _run_sandbox(source, stdin, timeout_s, memory_mb, sandbox_fusion_url)
-    return _run_local(source, stdin, timeout_s, memory_mb)
-
-
-def _token_equal(got: str, expected: str) -> bool:
-    if got == expected:
-        return True
-    if got.lower() in ("yes", "no") and got.lower() == expected.lower():
-        return True
-    try:
-        a, b = float(got), float(expected)
-    except ValueError:
-        return False
-    if math.isnan(a) or math.isnan(b):
-        return False
-    return math.isclose(a, b, rel_tol=_FLOAT_TOL, abs_tol=_FLOAT_TOL)
-
-
-def outputs_match(got: str, expected: str) -> bool:
-    """Compare program output with the expected output line by line and token by token (trailing blanks ignored).
-
-    Args:
-        got: the program's stdout.
-        expected: the reference stdout.
-
-    Returns:
-        Whether every line has the same tokens (floats within 1e-6, yes/no case-insensitive).
-    """
-    got_lines = got.rstrip().splitlines()
-    expected_lines = expected.rstrip().splitlines()
-    if len(got_lines) != len(expected_lines):
-        return False
-    for got_line, expected_line in zip(got_lines, expected_lines, strict=True):
-        got_tokens, expected_tokens = got_line.split(), expected_line.split()
-        if len(got_tokens) != len(expected_tokens):
-            return False
-        if not all(_token_equal(g, e) for g, e in zip(got_tokens, expected_tokens, strict=True)):
-            return False
-    return True
 
 
 def _as_text(value: Any) -> str:
@@ -255,6 +113,294 @@ def parse_tests(ground_truth: Any) -> dict[str, Any]:
     )
 
 
+def _call_args(args: Any) -> list:
+    """The argument list of one call-based test (stored as a list, a JSON string of one, or a single value)."""
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except ValueError as err:
+            raise ValueError(f"call-based test input is not JSON: {args[:200]!r}") from err
+    return args if isinstance(args, list) else [args]
+
+
+_WARNED: set[str] = set()
+_WARNED_LOCK = threading.Lock()
+
+
+def _warn_once(message: str) -> None:
+    with _WARNED_LOCK:
+        if message in _WARNED:
+            return
+        _WARNED.add(message)
+    logger.warning("%s", message)
+
+
+# ------------------------------------------------------------------------------------------------- local runs
+def _frame_cap(limits: Limits) -> int:
+    # JSON may escape every byte of the output as \\uXXXX.
+    return 6 * limits.max_output_bytes + (1 << 16)
+
+
+def _load(box: Any, code: str, prefix: str, deadline: float) -> str | None:
+    """Send the program; ``None`` when it loaded, else the failure status."""
+    box.channel.send({"code": code, "prefix": prefix}, deadline)
+    ack = box.channel.recv(deadline, 1 << 16)
+    if isinstance(ack, dict) and ack.get("ok") is True:
+        return None
+    error = ack.get("error", "") if isinstance(ack, dict) else ""
+    return "compile_error" if isinstance(error, str) and error.startswith("compile") else "error"
+
+
+def _run_status(reply: Any, expected: str) -> str:
+    """The status of one stdin test from the worker's (untrusted) report."""
+    if not isinstance(reply, dict) or not isinstance(reply.get("stdout"), str):
+        return "error"
+    if reply.get("truncated") is True:
+        return "output_limit"
+    exit_code = reply.get("exit")
+    if type(exit_code) is not int or exit_code != 0:
+        return "timeout" if exit_code == -signal.SIGXCPU else "error"
+    return "ok" if outputs_match(reply["stdout"], expected) else "wrong_answer"
+
+
+def _stdin_tests(code: str, inputs: list, outputs: list, limits: Limits, isolation: str, deadline: float) -> tuple:
+    box = launch("worker", {"kind": "stdin"}, isolation, limits)
+    passed = 0
+    try:
+        failure = _load(box, code, "", deadline)
+        if failure:
+            return passed, failure
+        for stdin, expected in zip(inputs, outputs, strict=True):
+            box.channel.send({"stdin": _as_text(stdin)}, deadline)
+            status = _run_status(box.channel.recv(deadline, _frame_cap(limits)), _as_text(expected))
+            if status != "ok":
+                return passed, status
+            passed += 1
+        return passed, "ok"
+    except DeadlineExceeded:
+        return passed, "timeout"
+    except ChannelClosed:
+        return passed, "error"
+    finally:
+        box.close()
+
+
+def _call_tests(code: str, tests: dict, limits: Limits, isolation: str, deadline: float) -> tuple:
+    box = launch("worker", {"kind": "call"}, isolation, limits)
+    passed = 0
+    try:
+        failure = _load(box, code, "", deadline)
+        if failure:
+            return passed, failure
+        for args, expected in zip(tests["calls"], tests["outputs"], strict=True):
+            box.channel.send({"target": {"entry": tests["fn_name"]}, "args": args}, deadline)
+            reply = box.channel.recv(deadline, _frame_cap(limits))
+            if not isinstance(reply, dict) or reply.get("ok") is not True:
+                return passed, "error"
+            try:
+                got = decode_value(reply.get("value"))
+            except CodecError:
+                return passed, "wrong_answer"
+            # GURU/APPS store a single return value either bare or wrapped in a one-element list.
+            if not (values_match(got, expected) or values_match([got], expected)):
+                return passed, "wrong_answer"
+            passed += 1
+        return passed, "ok"
+    except DeadlineExceeded:
+        return passed, "timeout"
+    except ChannelClosed:
+        return passed, "error"
+    finally:
+        box.close()
+
+
+def _functional_test(code: str, test: str, prefix: str, limits: Limits, isolation: str, deadline: float) -> tuple:
+    to_worker_r, to_worker_w = os.pipe()
+    from_worker_r, from_worker_w = os.pipe()
+    worker = judge = None
+    try:
+        worker = launch("worker", {"kind": "functional"}, isolation, limits, stdin=to_worker_r, stdout=from_worker_w)
+        judge_limits = Limits(memory_mb=limits.memory_mb, cpu_s=limits.cpu_s, nproc=_JUDGE_NPROC)
+        judge = launch(
+            "judge",
+            {"to_worker": to_worker_w, "from_worker": from_worker_r},
+            isolation,
+            judge_limits,
+            pass_fds=(to_worker_w, from_worker_r),
+        )
+    except BaseException:
+        if worker is not None:
+            worker.close()
+        raise
+    finally:
+        for fd in (to_worker_r, to_worker_w, from_worker_r, from_worker_w):
+            os.close(fd)
+    try:
+        judge.channel.send({"prefix": prefix, "test": test, "worker": {"code": code, "prefix": prefix}}, deadline)
+        verdict = judge.channel.recv(deadline, 1 << 20)
+    except DeadlineExceeded:
+        return 0, "timeout"
+    except ChannelClosed:
+        return 0, "error"
+    finally:
+        judge.close()
+        worker.close()
+    if not isinstance(verdict, dict):
+        return 0, "error"
+    if verdict.get("passed") is True:
+        return 1, "ok"
+    error = verdict.get("error") if isinstance(verdict.get("error"), str) else ""
+    if error.startswith("test setup"):
+        # The dataset's test code itself does not run here: a data/environment problem, not the model's.
+        _warn_once(f"functional test code fails before calling the program ({error[:300]})")
+    if error.startswith("compile"):
+        return 0, "compile_error"
+    return 0, "wrong_answer" if error.startswith("AssertionError") else "error"
+
+
+def _score_local(code: str, tests: dict, prefix: str, timeout_s: float, memory_mb: int, isolation: str) -> tuple:
+    check_isolation(isolation)
+    limits = Limits(memory_mb=memory_mb, cpu_s=max(1, math.ceil(timeout_s)) + 1)
+    with concurrency_slot():
+        deadline = time.monotonic() + timeout_s
+        if "functional" in tests:
+            return _functional_test(code, tests["functional"], prefix, limits, isolation, deadline)
+        if tests.get("fn_name"):
+            return _call_tests(code, tests, limits, isolation, deadline)
+        return _stdin_tests(code, tests["inputs"], tests["outputs"], limits, isolation, deadline)
+
+
+# ------------------------------------------------------------------------------------------------- SandboxFusion
+def _run_sandbox(source: str, stdin: str, timeout_s: float, memory_mb: int, url: str) -> RunResult:
+    from verl.utils.reward_score.sandbox_fusion.utils import call_sandbox_api
+
+    timeout = max(1, math.ceil(timeout_s))
+    response, error = call_sandbox_api(url, source, stdin, timeout, timeout, memory_mb, "python")
+    if response is None:
+        logger.warning("sandbox call failed: %s", error)
+        return RunResult("sandbox")
+    run = response.get("run_result") or {}
+    if run.get("status") == "TimeLimitExceeded":
+        return RunResult("timeout")
+    ok = response.get("status") == "Success" and run.get("status") == "Finished" and run.get("return_code") == 0
+    return RunResult("ok" if ok else "error", run.get("stdout") or "")
+
+
+_REMOTE_CALLS = """
+import json as __bots_json
+def __bots_run(__bots_spec):
+    fn = globals().get(__bots_spec["fn"])
+    if not callable(fn) and isinstance(globals().get("Solution"), type):
+        fn = getattr(globals()["Solution"](), __bots_spec["fn"], None)
+    for args in __bots_spec["calls"]:
+        try:
+            line = __bots_json.dumps(["ok", fn(*args)])
+        except BaseException:
+            line = __bots_json.dumps(["error"])
+        print(__bots_spec["marker"] + line, flush=True)
+__bots_run(__bots_json.loads({spec!r}))
+"""
+
+
+def _score_remote(code: str, tests: dict, prefix: str, timeout_s: float, memory_mb: int, url: str) -> tuple:
+    deadline = time.monotonic() + timeout_s
+
+    def remaining() -> float:
+        return deadline - time.monotonic()
+
+    if "functional" in tests:
+        # One process runs program and test together, so success is the test reaching its end: a random line printed
+        # after it. sys.exit(0), os._exit and atexit no longer pass; a program that reads its own source still could.
+        marker = secrets.token_hex(16)
+        source = f"{prefix}\n{code}\n\n{tests['functional']}\nprint({marker!r})\n"
+        result = _run_sandbox(source, "", remaining(), memory_mb, url)
+        ok = result.status == "ok" and result.stdout.rstrip().endswith(marker)
+        return int(ok), "ok" if ok else (result.status if result.status != "ok" else "wrong_answer")
+    if tests.get("fn_name"):
+        marker = f"__bots_{secrets.token_hex(8)}__"
+        calls = [decode_value(args) for args in tests["calls"]]
+        spec = json.dumps({"fn": tests["fn_name"], "calls": calls, "marker": marker})
+        result = _run_sandbox(code + "\n" + _REMOTE_CALLS.format(spec=spec), "", remaining(), memory_mb, url)
+        if result.status != "ok":
+            return 0, result.status
+        lines = [line[len(marker) :] for line in result.stdout.splitlines() if line.startswith(marker)]
+        if len(lines) != len(calls):
+            return 0, "error"
+        passed = 0
+        for line, expected in zip(lines, tests["outputs"], strict=True):
+            try:
+                reply = json.loads(line)
+            except (ValueError, RecursionError):
+                return passed, "error"
+            if not isinstance(reply, list) or reply[:1] != ["ok"] or len(reply) != 2:
+                return passed, "error"
+            if not (values_match(reply[1], expected) or values_match([reply[1]], expected)):
+                return passed, "wrong_answer"
+            passed += 1
+        return passed, "ok"
+    passed = 0
+    for stdin, expected in zip(tests["inputs"], tests["outputs"], strict=True):
+        if remaining() <= 0:
+            return passed, "timeout"
+        result = _run_sandbox(code, _as_text(stdin), remaining(), memory_mb, url)
+        if result.status != "ok":
+            return passed, result.status
+        if not outputs_match(result.stdout, _as_text(expected)):
+            return passed, "wrong_answer"
+        passed += 1
+    return passed, "ok"
+
+
+# ------------------------------------------------------------------------------------------------- public API
+def run_program(
+    source: str,
+    stdin: str = "",
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    sandbox_fusion_url: str | None = None,
+    isolation: str | None = None,
+) -> RunResult:
+    """Run a Python program once, isolated, under time and memory limits.
+
+    Args:
+        source: the program text.
+        stdin: its standard input.
+        timeout_s: wall-clock limit.
+        memory_mb: address-space limit in MiB.
+        sandbox_fusion_url: run on this SandboxFusion ``/run_code`` endpoint instead of locally.
+        isolation: ``bwrap`` (default) or ``none`` (see :mod:`bots_verl.rewards.sandbox`).
+
+    Returns:
+        A :class:`RunResult`.
+
+    Raises:
+        SandboxUnavailableError: local isolation was asked for but does not work here.
+    """
+    if sandbox_fusion_url:
+        return _run_sandbox(source, stdin, timeout_s, memory_mb, sandbox_fusion_url)
+    isolation = resolve_isolation(isolation)
+    check_isolation(isolation)
+    limits = Limits(memory_mb=memory_mb, cpu_s=max(1, math.ceil(timeout_s)) + 1)
+    with concurrency_slot():
+        deadline = time.monotonic() + timeout_s
+        box = launch("worker", {"kind": "stdin"}, isolation, limits)
+        try:
+            failure = _load(box, source, "", deadline)
+            if failure:
+                return RunResult("error")
+            box.channel.send({"stdin": stdin}, deadline)
+            reply = box.channel.recv(deadline, _frame_cap(limits))
+        except DeadlineExceeded:
+            return RunResult("timeout")
+        except ChannelClosed:
+            return RunResult("error")
+        finally:
+            box.close()
+    status = _run_status(reply, "")
+    stdout = reply["stdout"] if isinstance(reply, dict) and isinstance(reply.get("stdout"), str) else ""
+    return RunResult("ok" if status in ("ok", "wrong_answer") else status, stdout)
+
+
 def compute_score(
     solution_str: Any,
     ground_truth: Any,
@@ -262,6 +408,7 @@ def compute_score(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     memory_limit_mb: int = DEFAULT_MEMORY_MB,
     sandbox_fusion_url: str | None = None,
+    isolation: str | None = None,
     **_: Any,
 ) -> dict[str, Any]:
     """Score one code response: 1.0 and ``acc=True`` only when every test passes.
@@ -270,55 +417,46 @@ def compute_score(
         solution_str: the decoded model response (the last fenced Python block is the program).
         ground_truth: GURU's test JSON (see the module docstring).
         extra_info: the row's ``extra_info``; ``prefix`` is prepended for functional tests.
-        timeout_s: per-run wall-clock limit in seconds.
-        memory_limit_mb: per-run memory limit in MiB.
+        timeout_s: wall-clock limit for the whole answer (all of its tests).
+        memory_limit_mb: address-space limit per process in MiB.
         sandbox_fusion_url: run on SandboxFusion instead of locally.
+        isolation: local isolation, ``bwrap`` (default, or ``$BOTS_CODE_ISOLATION``) or ``none`` (opt-in,
+            unconfined, warned about once).
 
     Returns:
-        ``{"score", "acc", "passed", "total", "status"}``; no code block or a crash is a failure, never an exception.
+        ``{"score", "acc", "passed", "total", "status"}``; a missing code block, a crash, a timeout or anything
+        else the program does is a failure, never an exception.
+
+    Raises:
+        ValueError: malformed ground truth, or an unknown ``isolation``.
+        SandboxUnavailableError: local isolation does not work here (install bubblewrap, or see ``isolation``).
     """
     tests = parse_tests(ground_truth)
-    fail = {"score": 0.0, "acc": False, "passed": 0, "total": 0, "status": "no_code"}
+    total = 1 if "functional" in tests else len(tests["inputs"])
+    if tests.get("fn_name") and "functional" not in tests:
+        # Malformed test inputs are a data error: raise here, before any model output is looked at.
+        tests = {**tests, "calls": [encode_value(_call_args(args)) for args in tests["inputs"]]}
+    isolation = None if sandbox_fusion_url else resolve_isolation(isolation)
+
+    def result(passed: int, status: str) -> dict[str, Any]:
+        ok = status == "ok" and passed == total
+        return {"score": float(ok), "acc": ok, "passed": passed, "total": total, "status": status}
+
     if not isinstance(solution_str, str):
-        return fail
+        return result(0, "no_code")
     code = last_code_block(after_think(solution_str))
     if code is None:
-        return fail
-    run = {"timeout_s": timeout_s, "memory_mb": memory_limit_mb, "sandbox_fusion_url": sandbox_fusion_url}
-
-    if "functional" in tests and isinstance(tests["functional"], str):
-        prefix = (extra_info or {}).get("prefix") or ""
-        result = run_program(f"{prefix}\n{code}\n\n{tests['functional']}\n", **run)
-        ok = result.status == "ok"
-        return {"score": float(ok), "acc": ok, "passed": int(ok), "total": 1, "status": result.status}
-
-    inputs, outputs = tests["inputs"], tests["outputs"]
-    if tests.get("fn_name"):
-        spec = {"code": code, "fn_name": tests["fn_name"], "inputs": inputs, "outputs": outputs}
-        # The spec rides in the program text so that the same source also works on the sandbox (no side files).
-        harness = f"import sys\nsys.argv[1:] = ['spec.json']\nopen('spec.json', 'w').write({json.dumps(spec)!r})\n"
-        result = run_program(
-            harness + _CALL_HARNESS,
-            timeout_s=timeout_s * len(inputs),
-            memory_mb=memory_limit_mb,
-            sandbox_fusion_url=sandbox_fusion_url,
-        )
-        ok = result.status == "ok"
-        return {
-            "score": float(ok),
-            "acc": ok,
-            "passed": len(inputs) if ok else 0,
-            "total": len(inputs),
-            "status": result.status,
-        }
-
-    passed = 0
-    status = "ok"
-    for stdin, expected in zip(inputs, outputs, strict=True):
-        result = run_program(code, _as_text(stdin), **run)
-        if result.status != "ok" or not outputs_match(result.stdout, _as_text(expected)):
-            status = result.status if result.status != "ok" else "wrong_answer"
-            break
-        passed += 1
-    ok = passed == len(inputs)
-    return {"score": float(ok), "acc": ok, "passed": passed, "total": len(inputs), "status": status}
+        return result(0, "no_code")
+    prefix = (extra_info or {}).get("prefix") if isinstance(extra_info, dict) else None
+    prefix = prefix if isinstance(prefix, str) else ""
+    try:
+        if sandbox_fusion_url:
+            passed, status = _score_remote(code, tests, prefix, timeout_s, memory_limit_mb, sandbox_fusion_url)
+        else:
+            passed, status = _score_local(code, tests, prefix, timeout_s, memory_limit_mb, isolation)
+    except SandboxUnavailableError:
+        raise
+    except Exception:  # a bug of ours must not crash training on one response: log it loudly, score 0
+        logger.exception("code scoring failed")
+        return result(0, "internal_error")
+    return result(passed, status)

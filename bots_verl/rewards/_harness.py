@@ -1,0 +1,732 @@
+"""The program that runs inside every code sandbox, and the wire format it shares with the scorer.
+
+This file is run as ``python -I -S -c <this source> <role> <settings JSON>`` inside a sandbox, so it imports only
+the standard library and nothing from ``bots_verl``; the scorer imports it for the same frame and value codecs.
+
+Roles:
+
+- ``worker`` runs the model's program. It never sees an expected output: the scorer (or, for functional tests, the
+  judge) sends it inputs and compares what comes back. Everything a worker sends is therefore only a *claim* by the
+  program, and the worker's integrity does not matter: the program may patch builtins, exit early, write to the
+  protocol pipe, or replace this harness; it still has to produce the right outputs.
+- ``judge`` runs the dataset's functional test code (``assert candidate(...) == ...``) in its own sandbox, with every
+  name the program defines replaced by a proxy that calls into the worker over a pipe. Values cross as plain data
+  (the codec below), so an object whose ``__eq__`` always returns ``True`` cannot cross, and ``sys.exit(0)`` in the
+  program ends only the worker, which fails the test.
+- ``probe`` reports what the sandbox looks like (used once per process to check that isolation works).
+
+Wire format: a frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON. Values travel as a flat node
+table (:func:`encode_value`), so deep or cyclic structures need no recursion and cannot blow the stack of the reader.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import json
+import os
+import struct
+import sys
+
+HEADER = struct.Struct(">I")
+# JSON cannot hold ints beyond what ``int.__str__`` allows (4300 digits); larger magnitudes travel as hex.
+_INT_INLINE = 1 << 63
+
+
+class CodecError(ValueError):
+    """A value that cannot be encoded, or a node table that does not decode."""
+
+
+# ---------------------------------------------------------------------------------------------------------- frames
+def write_frame(fd: int, obj: object) -> None:
+    """Write one frame to a blocking file descriptor."""
+    data = json.dumps(obj, separators=(",", ":"), allow_nan=False).encode("utf-8")
+    view = memoryview(HEADER.pack(len(data)) + data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_exact(fd: int, size: int) -> bytes | None:
+    chunks = []
+    while size:
+        chunk = os.read(fd, min(size, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int, max_bytes: int = 1 << 30) -> object:
+    """Read one frame from a blocking file descriptor; ``None`` at end of file or for an oversized frame."""
+    head = _read_exact(fd, HEADER.size)
+    if head is None:
+        return None
+    (size,) = HEADER.unpack(head)
+    if size > max_bytes:
+        return None
+    data = _read_exact(fd, size)
+    return None if data is None else json.loads(data)
+
+
+# ---------------------------------------------------------------------------------------------------------- values
+_SCALARS = (type(None), bool, int, float, str)
+_IMMUTABLE_TAGS = ("t", "s", "z")
+
+
+def _plain(item: object) -> object:
+    """Subclasses of the builtin scalars become the builtin value, so no custom method survives the trip."""
+    if type(item) in _SCALARS:
+        return item
+    for base in (int, float, str):
+        if isinstance(item, base):
+            return base(item)
+    return item
+
+
+def _scalar_ref(value: object) -> tuple[bool, object]:
+    """(True, JSON form) for a scalar, (False, None) for a container or object."""
+    kind = type(value)
+    if value is None or kind is bool or kind is str:
+        return True, value
+    if kind is int:
+        return True, value if -_INT_INLINE < value < _INT_INLINE else {"i": hex(value)}
+    if kind is float:
+        if value != value:
+            return True, {"f": "nan"}
+        if value in (float("inf"), float("-inf")):
+            return True, {"f": "inf" if value > 0 else "-inf"}
+        return True, value
+    return False, None
+
+
+def encode_value(value: object, max_nodes: int = 5_000_000) -> dict:
+    """Encode a value as ``{"r": ref, "n": nodes}`` (iteratively: any depth, cycles and sharing preserved).
+
+    A ref is a JSON scalar, ``{"i": hex}`` (an int beyond 64 bits), ``{"f": "nan"|"inf"|"-inf"}`` or
+    ``{"n": index}``. Nodes are ``["l"|"t"|"s"|"z", [refs]]`` (list, tuple, set, frozenset),
+    ``["d", [[key ref, value ref], ...]]``, ``["b", latin-1 text]`` (bytes) and ``["o", class name,
+    [[attribute, ref], ...]]`` (an instance of a class defined by the running program, by its ``__dict__``).
+    Subclasses of builtin types travel as the builtin value.
+
+    Raises:
+        CodecError: for a value of any other type, or more than ``max_nodes`` containers.
+    """
+    nodes: list = []
+    index_of: dict[int, int] = {}
+    keep_alive: list = []  # ids are unique only while their objects live
+    pending: list = []
+
+    def ref(item: object) -> object:
+        item = _plain(item)
+        is_scalar, form = _scalar_ref(item)
+        if is_scalar:
+            return form
+        key = id(item)
+        if key not in index_of:
+            if len(nodes) >= max_nodes:
+                raise CodecError("value too large")
+            index_of[key] = len(nodes)
+            keep_alive.append(item)
+            nodes.append(None)
+            pending.append(item)
+        return {"n": index_of[key]}
+
+    def build(item: object) -> list:
+        if isinstance(item, list):
+            return ["l", [ref(x) for x in list.__iter__(item)]]
+        if isinstance(item, tuple):
+            return ["t", [ref(x) for x in tuple.__iter__(item)]]
+        if isinstance(item, frozenset):
+            return ["z", [ref(x) for x in frozenset.__iter__(item)]]
+        if isinstance(item, set):
+            return ["s", [ref(x) for x in set.__iter__(item)]]
+        if isinstance(item, dict):
+            return ["d", [[ref(k), ref(v)] for k, v in dict.items(item)]]
+        if isinstance(item, bytes | bytearray):
+            return ["b", bytes(item).decode("latin-1")]
+        attrs = getattr(item, "__dict__", None)
+        if type(item).__module__ == "__main__" and isinstance(attrs, dict):
+            return ["o", str(type(item).__name__), [[str(k), ref(v)] for k, v in dict.items(attrs)]]
+        raise CodecError(f"cannot send a {type(item).__name__}")
+
+    root = ref(value)
+    while pending:
+        item = pending.pop()
+        nodes[index_of[id(item)]] = build(item)
+    return {"r": root, "n": nodes}
+
+
+def decode_value(blob: object, classes: dict | None = None) -> object:
+    """Decode :func:`encode_value`'s output without running any of the sender's code.
+
+    Args:
+        blob: the ``{"r", "n"}`` dict.
+        classes: class name -> class for ``"o"`` nodes; instances are made with ``object.__new__`` and their
+            ``__dict__`` filled (``__init__`` is not called). An unknown class name is an error.
+
+    Raises:
+        CodecError: for anything malformed (unknown tags, bad references, unhashable keys, unknown classes).
+    """
+    if not isinstance(blob, dict) or "r" not in blob or not isinstance(blob.get("n"), list):
+        raise CodecError("not an encoded value")
+    nodes = blob["n"]
+    built: list = [None] * len(nodes)
+    # 0: not built; 1: immutable node whose members are being built; 2: ready (mutable shells are ready at once).
+    state = [0] * len(nodes)
+    for i, node in enumerate(nodes):
+        if not isinstance(node, list) or not node or not isinstance(node[0], str):
+            raise CodecError("bad node")
+        tag = node[0]
+        if tag in _IMMUTABLE_TAGS:
+            continue
+        if tag == "l":
+            built[i] = []
+        elif tag == "d":
+            built[i] = {}
+        elif tag == "o":
+            cls = (classes or {}).get(node[1]) if len(node) == 3 and isinstance(node[1], str) else None
+            if not isinstance(cls, type):
+                raise CodecError(f"unknown class {node[1] if len(node) > 1 else None!r}")
+            try:
+                built[i] = object.__new__(cls)
+            except TypeError as err:
+                raise CodecError(f"cannot rebuild a {cls.__name__}") from err
+        elif tag == "b" and len(node) == 2 and isinstance(node[1], str):
+            try:
+                built[i] = node[1].encode("latin-1")
+            except UnicodeEncodeError as err:
+                raise CodecError("bad bytes") from err
+        else:
+            raise CodecError(f"bad node {tag!r}")
+        state[i] = 2
+
+    def leaf(ref: object) -> tuple[bool, object]:
+        """(True, value) for a scalar or a ready node, (False, index) for an immutable node not built yet."""
+        if ref is None or isinstance(ref, bool | str | int | float):
+            return True, ref
+        if isinstance(ref, dict) and len(ref) == 1:
+            if isinstance(ref.get("i"), str):
+                try:
+                    return True, int(ref["i"], 16)
+                except ValueError as err:
+                    raise CodecError("bad int") from err
+            if ref.get("f") in ("nan", "inf", "-inf"):
+                return True, float(ref["f"])
+            index = ref.get("n")
+            if type(index) is int and 0 <= index < len(nodes):
+                return (True, built[index]) if state[index] == 2 else (False, index)
+        raise CodecError("bad reference")
+
+    def members(i: int) -> list:
+        node = nodes[i]
+        if len(node) != 2 or not isinstance(node[1], list):
+            raise CodecError("bad node payload")
+        return node[1]
+
+    # Tuples and (frozen)sets need their members first: post-order with an explicit stack, each node expanded once.
+    # Mutable nodes are ready as empty shells, so a legitimate cycle always passes through one.
+    for start in range(len(nodes)):
+        if state[start] == 2:
+            continue
+        stack = [start]
+        while stack:
+            i = stack[-1]
+            if state[i] == 2:
+                stack.pop()
+                continue
+            if state[i] == 0:
+                state[i] = 1
+                for ref in members(i):
+                    ready, index = leaf(ref)
+                    if not ready:
+                        if state[index] == 1:
+                            raise CodecError("cycle through immutable nodes")
+                        stack.append(index)
+                continue
+            values = []
+            for ref in members(i):
+                ready, value = leaf(ref)
+                if not ready:
+                    raise CodecError("cycle through immutable nodes")
+                values.append(value)
+            tag = nodes[i][0]
+            try:
+                built[i] = tuple(values) if tag == "t" else set(values) if tag == "s" else frozenset(values)
+            except TypeError as err:
+                raise CodecError("unhashable member") from err
+            state[i] = 2
+            stack.pop()
+
+    def resolved(ref: object) -> object:
+        ready, value = leaf(ref)
+        if not ready:
+            raise CodecError("unresolved reference")
+        return value
+
+    for i, node in enumerate(nodes):
+        if node[0] == "l":
+            built[i].extend(resolved(ref) for ref in members(i))
+        elif node[0] == "d":
+            for pair in members(i):
+                if not isinstance(pair, list) or len(pair) != 2:
+                    raise CodecError("bad dict item")
+                try:
+                    built[i][resolved(pair[0])] = resolved(pair[1])
+                except TypeError as err:
+                    raise CodecError("unhashable key") from err
+        elif node[0] == "o":
+            if not isinstance(node[2], list):
+                raise CodecError("bad object node")
+            for pair in node[2]:
+                if not isinstance(pair, list) or len(pair) != 2 or not isinstance(pair[0], str):
+                    raise CodecError("bad attribute")
+                built[i].__dict__[pair[0]] = resolved(pair[1])
+    return resolved(blob["r"])
+
+
+# ---------------------------------------------------------------------------------------------------------- setup
+def _isolate_fds() -> tuple[int, int]:
+    """Keep the protocol on private descriptors and point 0, 1, 2 at /dev/null (stray prints go nowhere)."""
+    proto_in, proto_out = os.dup(0), os.dup(1)  # os.dup makes non-inheritable copies: exec'd programs lose them
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    return proto_in, proto_out
+
+
+def _apply_limits(settings: dict) -> None:
+    """Drop to the sandbox uid (root-run sandboxes) and set the resource limits, before any model code runs."""
+    import resource
+
+    uid = settings.get("uid")
+    if uid is not None:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+        if os.getuid() == 0 or os.geteuid() == 0:
+            raise SystemExit("harness: could not drop root")
+    limits = {
+        "memory_bytes": resource.RLIMIT_AS,
+        "cpu_s": resource.RLIMIT_CPU,
+        "file_bytes": resource.RLIMIT_FSIZE,
+        "nproc": resource.RLIMIT_NPROC,
+        "nofile": resource.RLIMIT_NOFILE,
+    }
+    for key, which in limits.items():
+        value = settings.get(key)
+        if value is not None:
+            resource.setrlimit(which, (value, value))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _warm_imports() -> None:
+    # Forked test runs inherit these already imported (saves milliseconds per test).
+    import bisect  # noqa: F401
+    import collections  # noqa: F401
+    import functools  # noqa: F401
+    import heapq  # noqa: F401
+    import io  # noqa: F401
+    import itertools  # noqa: F401
+    import math  # noqa: F401
+    import re  # noqa: F401
+    import string  # noqa: F401
+    import threading  # noqa: F401
+    import typing  # noqa: F401
+
+
+# ---------------------------------------------------------------------------------------------------------- worker
+def _exit_code(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    return code if type(code) is int else 1
+
+
+def _run_program_once(code_obj: object, stdin_text: str, settings: dict, proto: tuple[int, int]) -> dict:
+    """Fork, run the program with ``stdin_text`` as standard input, and collect its standard output."""
+    import select
+    import signal
+
+    max_output = settings["max_output_bytes"]
+    stdin_fd = os.memfd_create("stdin")
+    data = stdin_text.encode("utf-8", errors="surrogatepass")
+    view = memoryview(data)
+    while view:
+        view = view[os.write(stdin_fd, view) :]
+    os.lseek(stdin_fd, 0, os.SEEK_SET)
+    out_r, out_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the test run: never return into the harness
+        status = 1
+        try:
+            os.setpgid(0, 0)
+            os.dup2(stdin_fd, 0)
+            os.dup2(out_w, 1)
+            for fd in (stdin_fd, out_r, out_w, *proto):
+                os.close(fd)
+            sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+            sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+            sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+            status = 0
+            try:
+                exec(code_obj, {"__name__": "__main__", "__builtins__": builtins})
+            except SystemExit as exc:
+                status = _exit_code(exc)
+            except BaseException:
+                status = 1
+            # What the interpreter does at exit: wait for non-daemon threads, run atexit hooks, flush.
+            import atexit
+            import threading
+
+            for thread in threading.enumerate():
+                if thread is not threading.current_thread() and not thread.daemon:
+                    thread.join()
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+        except BaseException:
+            status = 1
+        finally:
+            os._exit(status)
+    os.close(stdin_fd)
+    os.close(out_w)
+    chunks, size, truncated = [], 0, False
+    try:
+        exited_fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        exited_fd = None
+    waited = None
+    poller = select.poll()
+    poller.register(out_r, select.POLLIN | select.POLLHUP)
+    if exited_fd is not None:
+        poller.register(exited_fd, select.POLLIN)
+    open_out = True
+    while open_out:
+        events = poller.poll(None if exited_fd is not None else 20)
+        ready = {fd for fd, _ in events}
+        if out_r in ready:
+            chunk = os.read(out_r, 1 << 16)
+            if not chunk:
+                open_out = False
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_output:
+                truncated = True
+                break
+        exited = exited_fd in ready if exited_fd is not None else os.waitpid(pid, os.WNOHANG)[0] == pid
+        if exited:
+            if exited_fd is None:
+                waited = True
+            # The program is done; take what it wrote and do not wait for descendants holding the pipe.
+            os.set_blocking(out_r, False)
+            while size <= max_output:
+                try:
+                    chunk = os.read(out_r, 1 << 16)
+                except BlockingIOError:
+                    break
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            truncated = size > max_output
+            break
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    if waited:
+        status = None
+    else:
+        _, status = os.waitpid(pid, 0)
+    if settings.get("pidns"):
+        # Alone in our PID namespace: end every straggler (setsid daemons included) before the next test.
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except OSError:
+            pass
+    os.close(out_r)
+    if exited_fd is not None:
+        os.close(exited_fd)
+    result = {"stdout": b"".join(chunks)[: max_output + 1].decode("utf-8", errors="replace"), "truncated": truncated}
+    if status is None or truncated:
+        result["exit"] = None
+    elif os.WIFEXITED(status):
+        result["exit"] = os.WEXITSTATUS(status)
+    else:
+        result["exit"] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    return result
+
+
+def _user_classes(namespace: dict) -> dict:
+    return {k: v for k, v in namespace.items() if isinstance(v, type) and v.__module__ == "__main__"}
+
+
+def _worker(settings: dict) -> None:
+    proto = _isolate_fds()
+    _apply_limits(settings)
+    _warm_imports()
+    proto_in, proto_out = proto
+    load = read_frame(proto_in)
+    if not isinstance(load, dict):
+        return
+    source = f"{load.get('prefix') or ''}\n{load['code']}"
+    try:
+        code_obj = compile(source, "<solution>", "exec")
+    except BaseException as exc:  # SyntaxError, ValueError (NUL bytes), RecursionError, MemoryError
+        write_frame(proto_out, {"ok": False, "error": f"compile: {type(exc).__name__}"})
+        return
+    if settings["kind"] == "stdin":
+        write_frame(proto_out, {"ok": True})
+        while True:
+            request = read_frame(proto_in)
+            if not isinstance(request, dict):
+                return
+            write_frame(proto_out, _run_program_once(code_obj, request["stdin"], settings, proto))
+
+    namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
+    try:
+        exec(code_obj, namespace)
+    except BaseException as exc:
+        write_frame(proto_out, {"ok": False, "error": f"load: {type(exc).__name__}"})
+        return
+    write_frame(proto_out, {"ok": True})
+    handles: list = []
+    entry_cache: dict = {}
+    while True:
+        request = read_frame(proto_in)
+        if not isinstance(request, dict):
+            return
+        try:
+            reply = _serve_call(request, namespace, handles, entry_cache)
+        except BaseException as exc:
+            reply = {"ok": False, "error": type(exc).__name__}
+        try:
+            write_frame(proto_out, reply)
+        except CodecError as exc:
+            write_frame(proto_out, {"ok": False, "error": f"result: {exc}"})
+
+
+def _serve_call(request: dict, namespace: dict, handles: list, entry_cache: dict) -> dict:
+    classes = _user_classes(namespace)
+    args = decode_value(request["args"], classes)
+    kwargs = decode_value(request["kwargs"], classes) if "kwargs" in request else {}
+    target = request["target"]
+    if "entry" in target:  # call-based tests: a top-level function, else a method of Solution()
+        name = target["entry"]
+        if name not in entry_cache:
+            fn = namespace.get(name)
+            if not callable(fn) and isinstance(namespace.get("Solution"), type):
+                fn = getattr(namespace["Solution"](), name, None)
+            if not callable(fn):
+                return {"ok": False, "error": f"no function {name!r}"}
+            entry_cache[name] = fn
+        return {"ok": True, "value": encode_value(entry_cache[name](*args, **kwargs))}
+    if "handle" in target:
+        obj = getattr(handles[target["handle"]], target["attr"])
+    else:
+        obj = namespace[target["name"]]
+        for attr in target.get("attrs", ()):
+            obj = getattr(obj, attr)
+        if isinstance(obj, type) and not target.get("attrs"):
+            handles.append(obj(*args, **kwargs))
+            return {"ok": True, "handle": len(handles) - 1}
+    before = [json.dumps(request["args"]["n"]), json.dumps(request["kwargs"]["n"])] if "kwargs" in request else None
+    value = obj(*args, **kwargs)
+    reply = {"ok": True, "value": encode_value(value)}
+    if before is not None:
+        # In-place changes to the arguments (LeetCode "modify nums in-place" problems) travel back.
+        after_args, after_kwargs = encode_value(args), encode_value(kwargs)
+        if json.dumps(after_args["n"]) != before[0] or json.dumps(after_kwargs["n"]) != before[1]:
+            reply["after"] = [after_args, after_kwargs]
+    return reply
+
+
+# ---------------------------------------------------------------------------------------------------------- judge
+class _RemoteError(Exception):
+    """The program's side of a call failed (exception, crash, or a value that cannot be sent)."""
+
+
+class _Link:
+    def __init__(self, to_worker: int, from_worker: int, namespace: dict, prefix_classes: dict) -> None:
+        self.to_worker, self.from_worker, self.calls = to_worker, from_worker, 0
+        self._namespace, self._prefix_classes = namespace, prefix_classes
+
+    @property
+    def classes(self) -> dict:
+        return {**self._prefix_classes, **_user_classes(self._namespace)}
+
+    def call(self, target: dict, args: tuple, kwargs: dict) -> dict:
+        request = {"target": target, "args": encode_value(list(args)), "kwargs": encode_value(kwargs)}
+        write_frame(self.to_worker, request)
+        reply = read_frame(self.from_worker)
+        if not isinstance(reply, dict) or reply.get("ok") is not True:
+            raise _RemoteError(reply.get("error") if isinstance(reply, dict) else "worker gone")
+        self.calls += 1
+        after = reply.get("after")
+        if isinstance(after, list) and len(after) == 2:
+            after_args, after_kwargs = (decode_value(blob, self.classes) for blob in after)
+            if isinstance(after_args, list) and len(after_args) == len(args) and isinstance(after_kwargs, dict):
+                for original, new in zip(args, after_args, strict=True):
+                    _update_in_place(original, new)
+                for key, original in kwargs.items():
+                    _update_in_place(original, after_kwargs.get(key))
+        return reply
+
+
+def _update_in_place(original: object, new: object) -> None:
+    if type(original) is not type(new):
+        return
+    if isinstance(original, list):
+        original[:] = new
+    elif isinstance(original, dict | set):
+        original.clear()
+        original.update(new)
+    elif hasattr(original, "__dict__") and type(original).__module__ == "__main__":
+        original.__dict__.clear()
+        original.__dict__.update(new.__dict__)
+
+
+class _RemoteHandle:
+    """An object that lives in the worker (e.g. ``Solution()``); only its methods can be called."""
+
+    def __init__(self, link: _Link, handle: int) -> None:
+        self._link, self._handle = link, handle
+
+    def __getattr__(self, attr: str) -> _RemoteCallable:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _RemoteCallable(self._link, {"handle": self._handle, "attr": attr})
+
+
+class _RemoteCallable:
+    """A function, class or method of the program, called by value over the link."""
+
+    def __init__(self, link: _Link, target: dict) -> None:
+        self._link, self._target = link, target
+
+    def __getattr__(self, attr: str) -> _RemoteCallable:
+        if attr.startswith("__") or "handle" in self._target:
+            raise AttributeError(attr)
+        return _RemoteCallable(self._link, {**self._target, "attrs": [*self._target.get("attrs", ()), attr]})
+
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        reply = self._link.call(self._target, args, kwargs)
+        if "handle" in reply:
+            return _RemoteHandle(self._link, reply["handle"])
+        return decode_value(reply["value"], self._link.classes)
+
+
+def _bound_names(tree: ast.AST) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+    return names
+
+
+def _top_level_names(source: str) -> set[str]:
+    try:
+        tree = ast.parse(source)
+    except BaseException:  # the program's syntax is the worker's problem
+        return set()
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def _judge(settings: dict) -> None:
+    proto_in, proto_out = _isolate_fds()
+    _apply_limits(settings)
+    # Test helpers such as is_same_list recurse once per node of the program's answer.
+    sys.setrecursionlimit(100_000)
+    load = read_frame(proto_in)
+    if not isinstance(load, dict):
+        return
+    to_worker, from_worker = settings["to_worker"], settings["from_worker"]
+
+    def verdict(passed: bool, error: str | None = None, calls: int = 0) -> None:
+        write_frame(proto_out, {"passed": passed, "error": error, "calls": calls})
+
+    write_frame(to_worker, load["worker"])
+    ready = read_frame(from_worker)
+    if not isinstance(ready, dict) or ready.get("ok") is not True:
+        verdict(False, ready.get("error") if isinstance(ready, dict) else "worker gone")
+        return
+    namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
+    try:
+        exec(compile(load["prefix"] or "", "<prefix>", "exec"), namespace)
+        test_tree = ast.parse(load["test"])
+    except BaseException as exc:
+        verdict(False, f"test setup: {type(exc).__name__}: {exc}")
+        return
+    # Results decode into the prefix's classes (ListNode, TreeNode) even where the program redefines them.
+    link = _Link(to_worker, from_worker, namespace, _user_classes(namespace))
+    # GURU runs prefix + program + test as one file, so a name the test reads but does not define is the program's
+    # if the program defines it at top level (Solution, the entry point, helpers; shadowing the prefix and
+    # builtins), else the prefix's, else a builtin; anything else is looked up in the program too.
+    loaded = {n.id for n in ast.walk(test_tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    program = _top_level_names(load["worker"]["code"])
+    for name in loaded - _bound_names(test_tree):
+        if name in program or (name not in namespace and not hasattr(builtins, name)):
+            namespace[name] = _RemoteCallable(link, {"name": name})
+    try:
+        exec(compile(test_tree, "<test>", "exec"), namespace)
+    except SystemExit as exc:
+        if _exit_code(exc) != 0:
+            verdict(False, "test exited", link.calls)
+            return
+    except BaseException as exc:
+        verdict(False, f"{type(exc).__name__}: {str(exc)[:200]}", link.calls)
+        return
+    verdict(link.calls > 0, None if link.calls else "the test never called the program", link.calls)
+
+
+# ---------------------------------------------------------------------------------------------------------- probe
+def _probe(settings: dict) -> None:
+    _, proto_out = _isolate_fds()
+    _apply_limits(settings)
+    import socket
+
+    report: dict = {"uid": os.getuid(), "pid": os.getpid(), "environ": sorted(os.environ)}
+    report["namespaces"] = {ns: os.readlink(f"/proc/self/ns/{ns}") for ns in ("net", "pid", "mnt", "ipc", "uts")}
+    try:
+        socket.create_connection(("192.0.2.1", 9), timeout=1).close()  # TEST-NET-1: routable only with a network
+        report["network"] = "open"
+    except OSError as exc:
+        report["network"] = type(exc).__name__
+    writable = []
+    for path in ("/", "/usr", "/tmp", os.path.dirname(sys.executable)):
+        try:
+            with open(os.path.join(path, ".bots_probe"), "w") as handle:
+                handle.write("x")
+            writable.append(path)
+        except OSError:
+            pass
+    report["writable"] = writable
+    report["processes"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    write_frame(proto_out, report)
+
+
+def main(argv: list[str]) -> None:
+    """Entry point inside the sandbox: ``<role> <settings JSON>``."""
+    role, settings = argv[0], json.loads(argv[1])
+    {"worker": _worker, "judge": _judge, "probe": _probe}[role](settings)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,606 @@
+"""Isolation for model-written programs: one bubblewrap sandbox per run (or, opted in, an unconfined subprocess).
+
+``isolation="bwrap"`` (the default) starts each program with `bubblewrap <https://github.com/containers/bubblewrap>`_
+(Debian/Ubuntu package ``bubblewrap``, the sandbox Flatpak uses), which gives it:
+
+- its own PID namespace: when the run ends, the kernel kills every process the program started (background children,
+  ``setsid`` daemons, fork bombs), and it cannot see or signal any process outside (``/proc`` is its own);
+- no network (an empty network namespace), its own IPC and UTS namespaces;
+- a read-only view of ``/usr`` and the Python installation only (not ``/etc``, ``/home``, the project, the data or
+  checkpoints), a private writable ``/tmp`` (a size-limited tmpfs that vanishes with the sandbox), a minimal
+  read-only ``/dev``; an empty environment;
+- a non-root uid without capabilities, ``no_new_privs``, and limits on processes (``RLIMIT_NPROC``), address space,
+  CPU time, file size and open files, set before any model code runs.
+
+Run unprivileged, bubblewrap uses a user namespace (``--unshare-user --disable-userns``); RLIMIT_NPROC then counts the
+sandbox's own processes only (Linux >= 5.14 counts per user namespace). Run as root, the sandbox gets no user
+namespace and the harness drops to a uid of its own (distinct per concurrent sandbox) after bubblewrap has set up the
+mounts, because processes of uid 0 are exempt from RLIMIT_NPROC.
+
+``isolation="none"`` runs the program as a plain subprocess with the same limits and a private temp directory but
+none of the namespaces; it must be asked for (reward kwarg or ``BOTS_CODE_ISOLATION=none``) and says so loudly once.
+Where bubblewrap is missing or does not work, code scoring raises :class:`SandboxUnavailableError`: it never falls
+back to running model code unconfined.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import json
+import logging
+import marshal
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bots_verl.rewards import _harness
+
+logger = logging.getLogger(__name__)
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
+
+__all__ = [
+    "ISOLATIONS",
+    "Channel",
+    "ChannelClosed",
+    "DeadlineExceeded",
+    "Limits",
+    "Sandbox",
+    "SandboxUnavailableError",
+    "check_isolation",
+    "concurrency_slot",
+    "launch",
+    "resolve_isolation",
+]
+
+ISOLATIONS = ("bwrap", "none")
+ENV_ISOLATION = "BOTS_CODE_ISOLATION"
+ENV_BWRAP = "BOTS_BWRAP"
+ENV_MAX_CONCURRENT = "BOTS_CODE_MAX_CONCURRENT"
+
+_HARNESS_SOURCE = Path(_harness.__file__).read_text(encoding="utf-8")
+# The harness travels compiled, in a sealed memfd each sandbox reads and closes first thing (saves compiling 25 KB of
+# source per run); the sandbox runs this same interpreter, so the marshal format matches.
+_BOOTSTRAP = "import marshal,os,sys;f=int(sys.argv.pop(1));c=os.pread(f,{size},0);os.close(f);exec(marshal.loads(c))"
+_HARNESS_FD: int | None = None
+_HARNESS_SIZE = 0
+_HARNESS_LOCK = threading.Lock()
+# Root-run sandboxes drop to uid BASE + (pid << 8) + slot: unique per live sandbox on the machine (pid < 2**22).
+_UID_BASE = 1 << 31
+_UID_SLOTS = 256
+
+
+class SandboxUnavailableError(RuntimeError):
+    """Isolation was asked for but does not work here (a setup problem, not a property of the model's output)."""
+
+
+class ChannelClosed(Exception):
+    """The sandbox ended, or sent something that is not a frame."""
+
+
+class DeadlineExceeded(Exception):
+    """The answer's time ran out."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Resource limits of one sandboxed process tree.
+
+    Attributes:
+        memory_mb: address space per process (RLIMIT_AS).
+        cpu_s: CPU seconds per process (RLIMIT_CPU); the caller's wall-clock deadline bounds the whole run.
+        nproc: processes and threads (RLIMIT_NPROC).
+        file_mb: largest file a process may write (RLIMIT_FSIZE), which also bounds each memfd.
+        nofile: open file descriptors (RLIMIT_NOFILE).
+        tmpfs_mb: size of the private ``/tmp``.
+        max_output_bytes: standard output kept per run (more fails the run).
+    """
+
+    memory_mb: int = 1024
+    cpu_s: int = 10
+    nproc: int = 32
+    file_mb: int = 16
+    nofile: int = 128
+    tmpfs_mb: int = 64
+    max_output_bytes: int = 16 << 20
+
+
+def resolve_isolation(isolation: str | None) -> str:
+    """The isolation to use: the argument, else ``$BOTS_CODE_ISOLATION``, else ``bwrap``.
+
+    Raises:
+        ValueError: for an unknown name.
+    """
+    name = isolation or os.environ.get(ENV_ISOLATION) or "bwrap"
+    if name not in ISOLATIONS:
+        raise ValueError(f"code isolation must be one of {ISOLATIONS}, got {name!r}")
+    return name
+
+
+# ------------------------------------------------------------------------------------------------- concurrency
+_SEMAPHORE: threading.BoundedSemaphore | None = None
+_SEMAPHORE_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def concurrency_slot() -> Iterator[None]:
+    """Hold one of ``$BOTS_CODE_MAX_CONCURRENT`` (default: the CPU count) slots for running code in this process.
+
+    verl calls the reward from a thread pool of up to 32 threads per reward worker; without a cap, 32 programs at
+    1 GiB each would run at once. Waiting for a slot does not count against an answer's time limit.
+    """
+    global _SEMAPHORE
+    with _SEMAPHORE_LOCK:
+        if _SEMAPHORE is None:
+            _SEMAPHORE = threading.BoundedSemaphore(int(os.environ.get(ENV_MAX_CONCURRENT) or os.cpu_count() or 1))
+        semaphore = _SEMAPHORE
+    with semaphore:
+        yield
+
+
+class _UidSlots:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._free = list(range(_UID_SLOTS))
+
+    def take(self) -> int:
+        with self._lock:
+            if not self._free:
+                raise RuntimeError(f"more than {_UID_SLOTS} sandboxes at once in one process")
+            slot = self._free.pop()
+        return _UID_BASE + ((os.getpid() & 0x3FFFFF) << 8) + slot
+
+    def give(self, uid: int) -> None:
+        with self._lock:
+            self._free.append((uid - _UID_BASE) & (_UID_SLOTS - 1))
+
+
+_UIDS = _UidSlots()
+
+
+# ------------------------------------------------------------------------------------------------- channel
+class Channel:
+    """Length-prefixed JSON frames over a pair of pipes, every operation bounded by a deadline."""
+
+    def __init__(self, write_fd: int | None, read_fd: int | None) -> None:
+        self.write_fd, self.read_fd = write_fd, read_fd
+        self._buffer = bytearray()
+        self._selector = selectors.DefaultSelector()
+        for fd, event in ((write_fd, selectors.EVENT_WRITE), (read_fd, selectors.EVENT_READ)):
+            if fd is not None:
+                os.set_blocking(fd, False)
+                self._selector.register(fd, event)
+
+    def _wait(self, fd: int, deadline: float) -> None:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise DeadlineExceeded
+            if any(key.fd == fd for key, _ in self._selector.select(remaining)):
+                return
+
+    def send(self, obj: Any, deadline: float) -> None:
+        """Write one frame.
+
+        Raises:
+            DeadlineExceeded, ChannelClosed.
+        """
+        assert self.write_fd is not None
+        payload = json.dumps(obj, separators=(",", ":"), allow_nan=False).encode("utf-8")
+        view = memoryview(_harness.HEADER.pack(len(payload)) + payload)
+        while view:
+            self._wait(self.write_fd, deadline)
+            try:
+                view = view[os.write(self.write_fd, view) :]
+            except BlockingIOError:
+                continue
+            except OSError as err:  # BrokenPipeError: the sandbox is gone
+                raise ChannelClosed(str(err)) from err
+
+    def _fill(self, size: int, deadline: float) -> None:
+        assert self.read_fd is not None
+        while len(self._buffer) < size:
+            self._wait(self.read_fd, deadline)
+            try:
+                chunk = os.read(self.read_fd, max(size - len(self._buffer), 1 << 16))
+            except BlockingIOError:
+                continue
+            except OSError as err:
+                raise ChannelClosed(str(err)) from err
+            if not chunk:
+                raise ChannelClosed("end of stream")
+            self._buffer += chunk
+
+    def recv(self, deadline: float, max_bytes: int) -> Any:
+        """Read one frame of at most ``max_bytes`` bytes.
+
+        Raises:
+            DeadlineExceeded, ChannelClosed (also for an oversized frame or one that is not JSON).
+        """
+        head = _harness.HEADER.size
+        self._fill(head, deadline)
+        (size,) = _harness.HEADER.unpack(bytes(self._buffer[:head]))
+        if size > max_bytes:
+            raise ChannelClosed(f"frame of {size} bytes exceeds {max_bytes}")
+        self._fill(head + size, deadline)
+        payload = bytes(self._buffer[head : head + size])
+        del self._buffer[: head + size]
+        try:
+            return json.loads(payload)
+        except (ValueError, RecursionError) as err:  # not JSON, or nested too deeply for the decoder
+            raise ChannelClosed("malformed frame") from err
+
+    def close(self) -> None:
+        self._selector.close()
+        for fd in (self.write_fd, self.read_fd):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+
+# ------------------------------------------------------------------------------------------------- sandbox
+class Sandbox:
+    """A running sandboxed harness; :meth:`close` ends it and everything it started."""
+
+    def __init__(
+        self,
+        proc: subprocess.Popen,
+        channel: Channel,
+        info_fd: int | None,
+        uid: int | None,
+        workdir: str | None,
+    ) -> None:
+        self.proc, self.channel, self._info_fd, self._uid, self._workdir = proc, channel, info_fd, uid, workdir
+
+    def _namespace_init(self) -> int | None:
+        """The pid (in our namespace) of the sandbox's PID 1, from bubblewrap's ``--info-fd`` report."""
+        if self._info_fd is None:
+            return None
+        data = b""
+        deadline = time.monotonic() + 2.0
+        os.set_blocking(self._info_fd, False)
+        while time.monotonic() < deadline:
+            try:
+                chunk = os.read(self._info_fd, 4096)
+            except BlockingIOError:
+                if self.proc.poll() is not None and not data:
+                    break
+                time.sleep(0.002)
+                continue
+            if not chunk:
+                break
+            data += chunk
+            try:
+                return int(json.loads(data)["child-pid"])
+            except (ValueError, KeyError, TypeError):
+                continue
+        return None
+
+    def close(self) -> None:
+        """Kill the sandbox and wait until every process in it is gone (idempotent; never raises)."""
+        if self.proc.returncode is None:
+            init_pid = self._namespace_init()
+            killed = False
+            if init_pid is not None and self.proc.poll() is None:
+                # Killing PID 1 of the namespace makes the kernel kill all its processes; bubblewrap's monitor (our
+                # child) exits only after PID 1 has, which is after the namespace is empty.
+                try:
+                    pidfd = os.pidfd_open(init_pid)
+                    try:
+                        if self.proc.poll() is None:  # PID 1 is still bubblewrap's child: the pid is not reused
+                            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                            killed = True
+                    finally:
+                        os.close(pidfd)
+                except (OSError, AttributeError):
+                    pass
+            if not killed:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+                self.proc.wait()
+        self.channel.close()
+        if self._info_fd is not None:
+            try:
+                os.close(self._info_fd)
+            except OSError:
+                pass
+            self._info_fd = None
+        if self._uid is not None:
+            _UIDS.give(self._uid)
+            self._uid = None
+        if self._workdir is not None:
+            _remove_tree(self._workdir)
+            self._workdir = None
+
+
+def _remove_tree(path: str) -> None:
+    """Best-effort removal of a temp dir the program may have booby-trapped (no permissions, FIFOs, symlinks)."""
+    for root, dirs, _files in os.walk(path):
+        for name in dirs:
+            try:
+                os.chmod(os.path.join(root, name), 0o700, follow_symlinks=False)
+            except OSError:
+                pass
+    shutil.rmtree(path, ignore_errors=True)
+    if os.path.exists(path):
+        logger.warning("could not remove the code sandbox directory %s", path)
+
+
+def _bwrap_binary() -> str | None:
+    found = os.environ.get(ENV_BWRAP) or shutil.which("bwrap")
+    return found or ("/usr/bin/bwrap" if os.path.exists("/usr/bin/bwrap") else None)
+
+
+def _harness_fd() -> tuple[int, int]:
+    """(descriptor, size) of the sealed memfd holding the compiled harness, made once per process."""
+    global _HARNESS_FD, _HARNESS_SIZE
+    with _HARNESS_LOCK:
+        if _HARNESS_FD is None:
+            code = marshal.dumps(compile(_HARNESS_SOURCE, "<bots_verl harness>", "exec"))
+            fd = os.memfd_create("bots_harness", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+            view = memoryview(code)
+            while view:
+                view = view[os.write(fd, view) :]
+            seals = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+            _HARNESS_FD, _HARNESS_SIZE = fd, len(code)
+        return _HARNESS_FD, _HARNESS_SIZE
+
+
+def _sandbox_python() -> str:
+    """The interpreter for programs: the real binary behind this Python (a venv's site-packages stay outside)."""
+    return os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+
+
+def _read_only_binds(python: str) -> list[str]:
+    args = ["--ro-bind", "/usr", "/usr"]
+    # Merged-/usr systems have /bin -> usr/bin etc.; others have real directories.
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = f"/{name}"
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    args += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    prefixes = {os.path.realpath(sys.base_prefix), os.path.dirname(os.path.dirname(python))}
+    made: set[str] = set()
+    for prefix in sorted(prefixes):
+        if prefix == "/usr" or prefix.startswith("/usr/") or not os.path.isdir(prefix):
+            continue
+        # bubblewrap creates missing parents (e.g. /root of a pyenv Python) as 0700; the sandbox uid must traverse.
+        parents = Path(prefix).parents
+        for parent in reversed([str(p) for p in parents if str(p) != "/"]):
+            if parent not in made:
+                made.add(parent)
+                args += ["--perms", "0755", "--dir", parent]
+        args += ["--ro-bind", prefix, prefix]
+    return args
+
+
+def _bwrap_argv(bwrap: str, python: str, limits: Limits, info_fd: int, as_root: bool) -> list[str]:
+    argv = [bwrap, "--die-with-parent", "--new-session"]
+    argv += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    if as_root:
+        # No user namespace: the harness needs real CAP_SETUID/CAP_SETGID to drop to its own uid, then has none.
+        argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        argv += ["--unshare-user", "--disable-userns"]
+    argv += _read_only_binds(python)
+    argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
+    argv += ["--perms", "1777", "--size", str(limits.tmpfs_mb << 20), "--tmpfs", "/tmp", "--remount-ro", "/"]
+    argv += ["--chdir", "/tmp", "--clearenv"]
+    for key, value in (("PATH", "/usr/bin:/bin"), ("HOME", "/tmp"), ("TMPDIR", "/tmp"), ("LANG", "C.UTF-8")):
+        argv += ["--setenv", key, value]
+    return [*argv, "--info-fd", str(info_fd), "--"]
+
+
+def _settings(role_settings: dict, limits: Limits, uid: int | None, pidns: bool) -> dict:
+    return {
+        **role_settings,
+        "uid": uid,
+        "pidns": pidns,
+        "memory_bytes": limits.memory_mb << 20,
+        "cpu_s": limits.cpu_s,
+        "nproc": limits.nproc if (pidns or uid is not None) else None,
+        "file_bytes": limits.file_mb << 20,
+        "nofile": limits.nofile,
+        "max_output_bytes": limits.max_output_bytes,
+    }
+
+
+def launch(
+    role: str,
+    role_settings: dict,
+    isolation: str,
+    limits: Limits,
+    *,
+    stdin: int = subprocess.PIPE,
+    stdout: int = subprocess.PIPE,
+    pass_fds: tuple[int, ...] = (),
+) -> Sandbox:
+    """Start the harness in ``role`` (``worker``, ``judge`` or ``probe``) under ``isolation``.
+
+    Args:
+        role: the harness role.
+        role_settings: extra settings for the role (JSON-able).
+        isolation: ``bwrap`` or ``none`` (see :func:`resolve_isolation`; call :func:`check_isolation` first).
+        limits: resource limits.
+        stdin, stdout: ``subprocess.PIPE`` (the returned channel talks to them) or a file descriptor.
+        pass_fds: further descriptors the harness inherits (their numbers are passed in ``role_settings``).
+
+    Returns:
+        The running :class:`Sandbox`; always :meth:`Sandbox.close` it.
+    """
+    python = _sandbox_python()
+    code_fd, code_size = _harness_fd()
+    tail = [python, "-I", "-S", "-c", _BOOTSTRAP.format(size=code_size), str(code_fd), role]
+    pass_fds = (*pass_fds, code_fd)
+    info_fd = uid = workdir = None
+    if isolation == "bwrap":
+        bwrap = _bwrap_binary()
+        if bwrap is None:
+            raise SandboxUnavailableError("bubblewrap (bwrap) not found")
+        as_root = os.geteuid() == 0
+        uid = _UIDS.take() if as_root else None
+        info_fd, info_w = os.pipe()
+        argv = [*_bwrap_argv(bwrap, python, limits, info_w, as_root), *tail]
+        argv.append(json.dumps(_settings(role_settings, limits, uid, pidns=True)))
+        fds = (*pass_fds, info_w)
+        cwd = "/"
+    else:
+        workdir = tempfile.mkdtemp(prefix="bots_code_")
+        argv = [*tail, json.dumps(_settings(role_settings, limits, None, pidns=False))]
+        fds, info_w, cwd = pass_fds, None, workdir
+    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir or "/tmp", "TMPDIR": workdir or "/tmp"}
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.DEVNULL,
+            pass_fds=fds,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
+    except BaseException:
+        for fd in (info_fd, info_w):
+            if fd is not None:
+                os.close(fd)
+        if uid is not None:
+            _UIDS.give(uid)
+        if workdir is not None:
+            _remove_tree(workdir)
+        raise
+    if info_w is not None:
+        os.close(info_w)
+    # The channel owns duplicates of the pipe ends; Popen's file objects are closed so nothing else buffers them.
+    write_fd = read_fd = None
+    if proc.stdin is not None:
+        write_fd = os.dup(proc.stdin.fileno())
+        proc.stdin.close()
+        proc.stdin = None
+    if proc.stdout is not None:
+        read_fd = os.dup(proc.stdout.fileno())
+        proc.stdout.close()
+        proc.stdout = None
+    channel = Channel(write_fd, read_fd)
+    return Sandbox(proc, channel, info_fd, uid, workdir)
+
+
+# ------------------------------------------------------------------------------------------------- checks
+_CHECKED: dict[str, BaseException | None] = {}
+_CHECK_LOCK = threading.Lock()
+
+
+def check_isolation(isolation: str) -> None:
+    """Make sure ``isolation`` works here, once per process (thread-safe).
+
+    ``bwrap`` starts one probe sandbox and checks what the program would see: no network, no foreign processes, a
+    non-root uid, only ``/tmp`` writable, an empty environment. ``none`` logs a loud warning once.
+
+    Raises:
+        SandboxUnavailableError: bubblewrap is missing, fails to start, or does not isolate as promised.
+    """
+    with _CHECK_LOCK:
+        if isolation not in _CHECKED:
+            try:
+                if isolation == "none":
+                    logger.warning(
+                        "CODE ANSWERS RUN UNCONFINED (isolation='none'): model-written programs can read and write "
+                        "your files, use the network and leave processes behind. Install bubblewrap or use a "
+                        "SandboxFusion server for training."
+                    )
+                else:
+                    _probe_bwrap()
+                _CHECKED[isolation] = None
+            except SandboxUnavailableError as err:
+                _CHECKED[isolation] = err
+        error = _CHECKED[isolation]
+    if error is not None:
+        raise error
+
+
+def _probe_bwrap() -> None:
+    hint = (
+        "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; unprivileged users also need user "
+        "namespaces enabled), or score code on a SandboxFusion server (reward kwarg sandbox_fusion_url), or accept "
+        f"running model code unconfined with {ENV_ISOLATION}=none / reward kwarg isolation=none"
+    )
+    if _bwrap_binary() is None:
+        raise SandboxUnavailableError(f"bubblewrap (bwrap) is not installed: {hint}")
+    box = launch("probe", {}, "bwrap", Limits())
+    try:
+        report = box.channel.recv(time.monotonic() + 30, 1 << 20)
+    except (ChannelClosed, DeadlineExceeded) as err:
+        box.close()
+        detail = _bwrap_error()
+        raise SandboxUnavailableError(f"bubblewrap does not start a sandbox here ({detail or err}): {hint}") from err
+    box.close()
+    problems = []
+    if not isinstance(report, dict):
+        problems.append("no report")
+    else:
+        if report.get("uid") == 0:
+            problems.append("runs as root")
+        if report.get("network") == "open":
+            problems.append("network reachable")
+        theirs = report.get("namespaces") or {}
+        shared = [ns for ns in ("net", "pid", "mnt", "ipc", "uts") if theirs.get(ns, "?") == _own_namespace(ns)]
+        if shared:
+            problems.append(f"namespaces shared with the scorer: {shared}")
+        if report.get("writable") != ["/tmp"]:
+            problems.append(f"writable: {report.get('writable')}")
+        if any(pid > 3 for pid in report.get("processes", [99])):
+            problems.append("foreign processes visible")
+        if set(report.get("environ", ["?"])) - {"PATH", "HOME", "TMPDIR", "LANG", "LC_CTYPE", "PWD"}:
+            problems.append(f"environment leaks: {report.get('environ')}")
+    if problems:
+        raise SandboxUnavailableError(f"bubblewrap sandbox does not isolate as required ({'; '.join(problems)})")
+    logger.info("code answers run in bubblewrap sandboxes (%s)", _bwrap_binary())
+
+
+def _own_namespace(ns: str) -> str | None:
+    try:
+        return os.readlink(f"/proc/self/ns/{ns}")
+    except OSError:
+        return None
+
+
+def _bwrap_error() -> str:
+    """bubblewrap's own error message for a trivial sandbox (for the error raised when the probe fails)."""
+    bwrap = _bwrap_binary()
+    if bwrap is None:
+        return "bwrap not found"
+    as_root = os.geteuid() == 0
+    info_r, info_w = os.pipe()
+    argv = [*_bwrap_argv(bwrap, _sandbox_python(), Limits(), info_w, as_root), "/usr/bin/true"]
+    try:
+        done = subprocess.run(argv, capture_output=True, pass_fds=(info_w,), timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return str(err)
+    finally:
+        os.close(info_r)
+        os.close(info_w)
+    return done.stderr.decode(errors="replace").strip()[:500]
