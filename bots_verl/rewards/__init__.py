@@ -1,8 +1,14 @@
 """Reward functions for GURU's math, code and logic domains, behind one verl-compatible dispatcher.
 
 Use it in verl with ``reward.custom_reward_function.path=pkg://bots_verl.rewards`` and
-``reward.custom_reward_function.name=compute_score``. Extra keyword arguments (``timeout_s``, ``memory_limit_mb``,
-``sandbox_fusion_url`` for code; ``partial_credit`` for zebra) go in ``reward.custom_reward_function.reward_kwargs``.
+``reward.custom_reward_function.name=compute_score``. Extra keyword arguments go in
+``reward.custom_reward_function.reward_kwargs``: ``timeout_s`` (per answer, math and code), ``memory_limit_mb``,
+``isolation`` and ``sandbox_fusion_url`` (code), ``partial_credit`` (zebra).
+
+The scorers are safe to call from any thread (verl calls them from a thread pool) and bounded in time there: code
+runs in bubblewrap sandboxes (:mod:`bots_verl.rewards.sandbox`), symbolic math checks in worker processes that are
+killed when they overrun (:mod:`bots_verl.rewards.math_verifier`), and answer extraction is linear in the length of
+the response.
 
 Importing this package is cheap (standard library only); math-verify and verl's sandbox client are imported lazily by
 the scorers that need them, so ``reference_eval`` can score samples without importing torch or verl.
@@ -21,13 +27,15 @@ prefix                                        scorer
 ``simulation__arcagi``/``barc``, ``logic__``  :func:`bots_verl.rewards.logic_reward.score_arc`
 ============================================  ===========================================
 
-Every scorer returns a dict with at least ``score`` (float) and ``acc`` (bool; BOTS's success bit). Malformed model
-output is a failure (score 0), never an exception; an unknown ``data_source`` or a malformed ground truth is a
-configuration/data error and raises ``ValueError``.
+Every scorer returns a dict with at least ``score`` (float) and ``acc`` (bool; BOTS's success bit). Malformed or
+hostile model output is a failure (score 0), never an exception; an unknown ``data_source`` or a malformed ground
+truth is a configuration/data error and raises ``ValueError``, and a missing sandbox or math-verify raises too
+(:class:`~bots_verl.rewards.sandbox.SandboxUnavailableError`, ``ImportError``).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -36,37 +44,40 @@ __all__ = ["compute_score", "domain_of", "supports"]
 _MATH_PREFIXES = ("math", "aime", "amc", "huggingfaceh4/math-500", "lighteval/math", "digitallearninggmbh/math")
 _ARC_PREFIXES = ("simulation__arcagi", "simulation__barc", "logic__arcagi", "logic__barc")
 
+# data_source prefix(es) (lower case) -> (domain, "module:function"); the first match wins. Adding a scorer is one line
+# here; it is called as ``scorer(solution_str, ground_truth, extra_info=..., **reward_kwargs)`` and must ignore
+# options meant for other domains.
+_ROUTES: tuple[tuple[tuple[str, ...], str, str], ...] = (
+    (_MATH_PREFIXES, "math", "bots_verl.rewards.math_reward:compute_score"),
+    (("codegen",), "code", "bots_verl.rewards.code_reward:compute_score"),
+    (("logic__zebra_puzzle",), "logic", "bots_verl.rewards.logic_reward:score_zebra"),
+    (("logic__ordering_puzzle",), "logic", "bots_verl.rewards.logic_reward:score_ordering"),
+    (("logic__graph",), "logic", "bots_verl.rewards.logic_reward:score_graph"),
+    (_ARC_PREFIXES, "logic", "bots_verl.rewards.logic_reward:score_arc"),
+)
 
-def _route(data_source: str) -> tuple[str, Callable[..., dict[str, Any]]] | None:
-    """(domain, scorer) for a data source, importing the scorer's module on first use; ``None`` if unknown."""
+
+def _route(data_source: str) -> tuple[str, str] | None:
+    """(domain, "module:function") for a data source; ``None`` if unknown."""
     name = data_source.lower()
-    if name.startswith(_MATH_PREFIXES):
-        from bots_verl.rewards.math_reward import compute_score as score_math
-
-        return "math", score_math
-    if name.startswith("codegen"):
-        from bots_verl.rewards.code_reward import compute_score as score_code
-
-        return "code", score_code
-    from bots_verl.rewards import logic_reward
-
-    if name.startswith("logic__zebra_puzzle"):
-        return "logic", logic_reward.score_zebra
-    if name.startswith("logic__ordering_puzzle"):
-        return "logic", logic_reward.score_ordering
-    if name.startswith("logic__graph"):
-        return "logic", logic_reward.score_graph
-    if name.startswith(_ARC_PREFIXES):
-        return "logic", logic_reward.score_arc
+    for prefixes, domain, target in _ROUTES:
+        if name.startswith(prefixes):
+            return domain, target
     return None
 
 
-def _require_route(data_source: Any) -> tuple[str, Callable[..., dict[str, Any]]]:
+def _require_route(data_source: Any) -> tuple[str, str]:
     """:func:`_route`, raising ``ValueError`` for a data source without a scorer (or one that is not a string)."""
     route = _route(data_source) if isinstance(data_source, str) else None
     if route is None:
         raise ValueError(f"no BOTS reward for data_source {data_source!r}")
     return route
+
+
+def _scorer(target: str) -> Callable[..., dict[str, Any]]:
+    """Import a scorer on first use (math-verify and verl's sandbox client are heavy)."""
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def supports(data_source: str) -> bool:
@@ -97,20 +108,16 @@ def compute_score(
         solution_str: the decoded response.
         ground_truth: ``reward_model.ground_truth``.
         extra_info: the row's ``extra_info`` (code reads ``prefix``).
-        **kwargs: scorer options (``timeout_s``, ``memory_limit_mb``, ``sandbox_fusion_url``, ``partial_credit``);
-            options meant for another domain are ignored.
+        **kwargs: scorer options (``timeout_s``, ``memory_limit_mb``, ``isolation``, ``sandbox_fusion_url``,
+            ``partial_credit``); options meant for another domain are ignored.
 
     Returns:
         ``{"score": float, "acc": bool, ...}``.
 
     Raises:
         ValueError: unknown ``data_source`` or malformed ground truth.
+        SandboxUnavailableError: code isolation does not work here (see :mod:`bots_verl.rewards.sandbox`).
+        ImportError: math-verify is missing.
     """
-    domain, scorer = _require_route(data_source)
-    if domain == "code":
-        return scorer(solution_str, ground_truth, extra_info=extra_info, **kwargs)
-    if not isinstance(solution_str, str):
-        solution_str = ""
-    if scorer.__name__ == "score_zebra":
-        return scorer(solution_str, ground_truth, partial_credit=bool(kwargs.get("partial_credit", False)))
-    return scorer(solution_str, ground_truth)
+    _, target = _require_route(data_source)
+    return _scorer(target)(solution_str, ground_truth, extra_info=extra_info, **kwargs)

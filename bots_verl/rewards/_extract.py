@@ -11,9 +11,13 @@ import re
 
 __all__ = ["after_think", "last_boxed", "last_answer_tag", "last_code_block"]
 
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
-# ```python ... ``` or a bare ``` ... ``` fence; the language tag is optional and may be any word.
-_CODE_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
+# Every pattern here is unambiguous (each character can be matched one way only), so matching is linear; the scans
+# below never restart a search from each position of a long run (128 KB of "<answer>" tags, a fence followed by 64k
+# spaces), which is what made the older regular expressions quadratic.
+_ANSWER_OPEN = re.compile(r"<answer>", re.IGNORECASE)
+_ANSWER_CLOSE = re.compile(r"</answer>", re.IGNORECASE)
+# The rest of a fence's opening line: optional blanks, an optional language tag (any word), optional blanks, newline.
+_FENCE_HEADER = re.compile(r"[ \t]*(?:([A-Za-z0-9_+-]+)[ \t]*)?\n")
 
 
 def after_think(text: str) -> str:
@@ -55,13 +59,47 @@ def last_boxed(text: str) -> str | None:
     return None
 
 
+def _last_match(pattern: re.Pattern[str], text: str, end: int) -> re.Match[str] | None:
+    """The last match of ``pattern`` in ``text[:end]`` (one linear scan)."""
+    last = None
+    for last in pattern.finditer(text, 0, end):  # noqa: B007 - the loop only advances to the last match
+        pass
+    return last
+
+
 def last_answer_tag(text: str) -> str | None:
-    """Return the stripped content of the last complete ``<answer>...</answer>`` pair, or ``None``."""
-    matches = _ANSWER_TAG.findall(text)
-    if not matches:
+    """Return the stripped content of the last complete ``<answer>...</answer>`` pair, or ``None``.
+
+    The pair is the last closing tag and the last opening tag before it (so nested or repeated opening tags leave
+    the innermost content); linear in the length of ``text``.
+    """
+    close = _last_match(_ANSWER_CLOSE, text, len(text))
+    if close is None:
         return None
-    inner = matches[-1].strip()
+    opening = _last_match(_ANSWER_OPEN, text, close.start())
+    if opening is None:
+        return None
+    inner = text[opening.end() : close.start()].strip()
     return inner or None
+
+
+def _code_blocks(text: str) -> list[tuple[str, str]]:
+    """(language tag, code) of every complete fenced block, left to right, in one linear pass."""
+    blocks = []
+    pos = 0
+    while True:
+        start = text.find("```", pos)
+        if start < 0:
+            return blocks
+        header = _FENCE_HEADER.match(text, start + 3)
+        if header is None:  # not an opening fence (e.g. a closing one or inline code): look further
+            pos = start + 1
+            continue
+        end = text.find("```", header.end())
+        if end < 0:
+            return blocks
+        blocks.append((header.group(1) or "", text[header.end() : end]))
+        pos = end + 3
 
 
 def last_code_block(text: str) -> str | None:
@@ -76,7 +114,7 @@ def last_code_block(text: str) -> str | None:
     Returns:
         The code, or ``None`` when there is no complete fence.
     """
-    blocks = _CODE_FENCE.findall(text)
+    blocks = _code_blocks(text)
     if not blocks:
         return None
     python_blocks = [code for lang, code in blocks if lang.lower() in ("python", "python3", "py")]

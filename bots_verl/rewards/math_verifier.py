@@ -1,0 +1,214 @@
+"""Symbolic answer checking (math-verify) in worker processes, with a hard time limit whatever thread asks.
+
+math-verify bounds its work with ``signal.alarm``, which works only in a process's main thread, and verl 0.9.1 calls
+reward functions from a thread pool (``loop.run_in_executor`` in its reward-loop workers). There, an answer such as
+``\\boxed{9^{9^{9^{9}}}}`` makes sympy compute for ever while holding the interpreter lock, which stalls even the
+event loop. So every symbolic check runs in a small pool of worker processes (``python -m
+bots_verl.rewards.math_verifier``): in the worker's main thread math-verify's own timeouts work, a kernel CPU-time
+limit backs them up, and the caller waits with a deadline and kills a worker that overruns (a fresh one starts on
+the next request). Pool size: ``$BOTS_MATH_WORKERS`` (default ``min(4, CPUs)``) per process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from bots_verl.rewards._harness import read_frame, write_frame
+from bots_verl.rewards.sandbox import Channel, ChannelClosed, DeadlineExceeded
+
+logger = logging.getLogger(__name__)
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
+
+__all__ = ["symbolic_equal"]
+
+ENV_WORKERS = "BOTS_MATH_WORKERS"
+# Seconds a new worker may take to import math-verify and sympy (about 1 s; much more on a loaded machine).
+_STARTUP_S = 120.0
+_FRAME_BYTES = 1 << 16
+# Address space of a worker: sympy and math-verify use a few hundred MiB.
+_MEMORY_MB = 4096
+
+
+class _Worker:
+    def __init__(self) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bots_verl.rewards.math_verifier"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+        write_fd, read_fd = os.dup(self.proc.stdin.fileno()), os.dup(self.proc.stdout.fileno())
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+        self.proc.stdin = self.proc.stdout = None
+        self.channel = Channel(write_fd, read_fd)
+        try:
+            ready = self.channel.recv(time.monotonic() + _STARTUP_S, _FRAME_BYTES)
+        except (ChannelClosed, DeadlineExceeded) as err:
+            self.kill()
+            raise RuntimeError(f"the math-verify worker did not start: {err}") from err
+        if not isinstance(ready, dict) or ready.get("ready") is not True:
+            self.kill()
+            error = ready.get("error") if isinstance(ready, dict) else ready
+            raise ImportError(f"the math reward needs math-verify (pip install math-verify): {error}")
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        self.proc.wait()
+        self.channel.close()
+
+
+class _Pool:
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._idle: list[_Worker] = []
+        self._count = 0
+        self._cond = threading.Condition()
+
+    def _acquire(self) -> _Worker:
+        with self._cond:
+            while not self._idle and self._count >= self.size:
+                self._cond.wait()
+            if self._idle:
+                return self._idle.pop()
+            self._count += 1
+        try:
+            return _Worker()
+        except BaseException:
+            with self._cond:
+                self._count -= 1
+                self._cond.notify()
+            raise
+
+    def _release(self, worker: _Worker, healthy: bool) -> None:
+        if not healthy:
+            worker.kill()
+        with self._cond:
+            if healthy:
+                self._idle.append(worker)
+            else:
+                self._count -= 1
+            self._cond.notify()
+
+    def check(self, gold: str, pred: str, timeout_s: float) -> bool:
+        worker = self._acquire()
+        request = {"gold": gold, "pred": pred, "timeout_s": timeout_s}
+        deadline = time.monotonic() + timeout_s
+        try:
+            worker.channel.send(request, deadline)
+            reply = worker.channel.recv(deadline, _FRAME_BYTES)
+        except (DeadlineExceeded, ChannelClosed) as err:
+            logger.debug("math-verify worker killed (%s) on %r", type(err).__name__, pred[:100])
+            self._release(worker, healthy=False)
+            return False
+        self._release(worker, healthy=True)
+        return isinstance(reply, dict) and reply.get("equal") is True
+
+    def shutdown(self) -> None:
+        with self._cond:
+            idle, self._idle = self._idle, []
+            self._count -= len(idle)
+        for worker in idle:
+            worker.kill()
+
+
+_POOL: _Pool | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> _Pool:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            size = int(os.environ.get(ENV_WORKERS) or min(4, os.cpu_count() or 1))
+            _POOL = _Pool(max(1, size))
+        return _POOL
+
+
+def _forget_pool_in_child() -> None:
+    # A forked child must not share the parent's workers (their pipes belong to the parent's threads).
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool_in_child)
+
+
+@atexit.register
+def _shutdown() -> None:
+    if _POOL is not None:
+        _POOL.shutdown()
+
+
+def symbolic_equal(ground_truth: str, predicted: str, timeout_s: float) -> bool:
+    """Whether math-verify finds ``predicted`` equivalent to ``ground_truth``, within ``timeout_s`` seconds.
+
+    Safe to call from any thread; errors, timeouts and crashes of the check count as "not equal".
+
+    Raises:
+        ImportError: math-verify is not installed (a setup problem).
+    """
+    return _pool().check(ground_truth, predicted, timeout_s)
+
+
+# ------------------------------------------------------------------------------------------------- worker side
+def _equal(parse, verify, gold: str, pred: str, timeout_s: float) -> bool:  # noqa: ANN001 - math-verify functions
+    # math-verify's timeouts are whole seconds; parse both, then compare, inside the caller's limit.
+    parse_timeout = 1
+    verify_timeout = max(1, math.floor(timeout_s) - 2)
+    gold_parsed = parse(f"\\boxed{{{gold}}}", parsing_timeout=parse_timeout)
+    pred_parsed = parse(f"\\boxed{{{pred}}}", parsing_timeout=parse_timeout)
+    if not gold_parsed or not pred_parsed:
+        return False
+    return bool(verify(gold_parsed, pred_parsed, timeout_seconds=verify_timeout))
+
+
+def main() -> None:
+    """Worker loop: one request at a time from stdin, one reply each to stdout, until stdin closes."""
+    import resource
+
+    memory = _MEMORY_MB << 20
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))  # sympy on a huge power fails with MemoryError instead
+    proto_in, proto_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)  # anything printed by sympy or math-verify must not corrupt the protocol
+    logging.disable(logging.CRITICAL)
+    try:
+        from math_verify import parse, verify
+    except ImportError as err:
+        write_frame(proto_out, {"ready": False, "error": str(err)})
+        return
+    write_frame(proto_out, {"ready": True})
+    while True:
+        request = read_frame(proto_in, _FRAME_BYTES)
+        if not isinstance(request, dict):
+            return
+        timeout_s = float(request.get("timeout_s", 5.0))
+        # The kernel ends this worker if a check runs past its budget, even if the scorer is gone.
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        budget = math.ceil(usage.ru_utime + usage.ru_stime + timeout_s + 1)
+        resource.setrlimit(resource.RLIMIT_CPU, (budget, resource.getrlimit(resource.RLIMIT_CPU)[1]))
+        try:
+            equal = _equal(parse, verify, str(request["gold"]), str(request["pred"]), timeout_s)
+        except Exception:  # math-verify and sympy raise many types (TimeoutError, SympifyError, RecursionError...)
+            equal = False
+        write_frame(proto_out, {"equal": equal})
+
+
+if __name__ == "__main__":
+    main()
