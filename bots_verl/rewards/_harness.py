@@ -70,44 +70,23 @@ def read_frame(fd: int, max_bytes: int = 1 << 30) -> object:
 
 
 # ---------------------------------------------------------------------------------------------------------- values
-_SCALARS = (type(None), bool, int, float, str)
 _IMMUTABLE_TAGS = ("t", "s", "z")
+_REF_TYPES = (list, dict)  # in a decoded frame, every other JSON value is a plain scalar
+_NONFINITE = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
 
 
-def _plain(item: object) -> object:
-    """Subclasses of the builtin scalars become the builtin value, so no custom method survives the trip."""
-    if type(item) in _SCALARS:
-        return item
-    for base in (int, float, str):
-        if isinstance(item, base):
-            return base(item)
-    return item
-
-
-def _scalar_ref(value: object) -> tuple[bool, object]:
-    """(True, JSON form) for a scalar, (False, None) for a container or object."""
-    kind = type(value)
-    if value is None or kind is bool or kind is str:
-        return True, value
-    if kind is int:
-        return True, value if -_INT_INLINE < value < _INT_INLINE else {"i": hex(value)}
-    if kind is float:
-        if value != value:
-            return True, {"f": "nan"}
-        if value in (float("inf"), float("-inf")):
-            return True, {"f": "inf" if value > 0 else "-inf"}
-        return True, value
-    return False, None
+def _special_float(value: float) -> dict:
+    return {"f": "nan" if value != value else ("inf" if value > 0 else "-inf")}
 
 
 def encode_value(value: object, max_nodes: int = 5_000_000) -> dict:
-    """Encode a value as ``{"r": ref, "n": nodes}`` (iteratively: any depth, cycles and sharing preserved).
+    """Encode a value as ``{"r": ref, "n": nodes}`` (iteratively: any depth; cycles and sharing preserved).
 
-    A ref is a JSON scalar, ``{"i": hex}`` (an int beyond 64 bits), ``{"f": "nan"|"inf"|"-inf"}`` or
-    ``{"n": index}``. Nodes are ``["l"|"t"|"s"|"z", [refs]]`` (list, tuple, set, frozenset),
-    ``["d", [[key ref, value ref], ...]]``, ``["b", latin-1 text]`` (bytes) and ``["o", class name,
-    [[attribute, ref], ...]]`` (an instance of a class defined by the running program, by its ``__dict__``).
-    Subclasses of builtin types travel as the builtin value.
+    A ref is a JSON scalar (``None``, a bool, a str, an int below 2**63, a finite float), ``{"i": hex}`` (a larger
+    int), ``{"f": "nan"|"inf"|"-inf"}``, or ``[index]`` (a node). Nodes are ``["l"|"t"|"s"|"z", [refs]]`` (list,
+    tuple, set, frozenset), ``["d", [key, value, key, value, ...]]``, ``["b", latin-1 text]`` (bytes) and
+    ``["o", class name, [attribute, ref, attribute, ref, ...]]`` (an instance of a class the running program defined,
+    by its ``__dict__``). Subclasses of builtin types travel as the builtin value, so no custom method crosses.
 
     Raises:
         CodecError: for a value of any other type, or more than ``max_nodes`` containers.
@@ -115,45 +94,64 @@ def encode_value(value: object, max_nodes: int = 5_000_000) -> dict:
     nodes: list = []
     index_of: dict[int, int] = {}
     keep_alive: list = []  # ids are unique only while their objects live
-    pending: list = []
+    todo: list = []
 
     def ref(item: object) -> object:
-        item = _plain(item)
-        is_scalar, form = _scalar_ref(item)
-        if is_scalar:
-            return form
+        kind = type(item)
+        if kind is int:
+            return item if -_INT_INLINE < item < _INT_INLINE else {"i": hex(item)}
+        if kind is str or kind is bool or item is None:
+            return item
+        if kind is float:
+            return item if item - item == 0.0 else _special_float(item)
+        if kind not in (list, tuple, dict, set, frozenset):
+            for base in (int, float, str):  # builtin subclasses become the builtin value (bool cannot be subclassed)
+                if isinstance(item, base):
+                    return ref(base(item))
         key = id(item)
-        if key not in index_of:
-            if len(nodes) >= max_nodes:
+        index = index_of.get(key)
+        if index is None:
+            index = index_of[key] = len(nodes)
+            if index >= max_nodes:
                 raise CodecError("value too large")
-            index_of[key] = len(nodes)
             keep_alive.append(item)
             nodes.append(None)
-            pending.append(item)
-        return {"n": index_of[key]}
+            todo.append(item)
+        return [index]
 
-    def build(item: object) -> list:
-        if isinstance(item, list):
-            return ["l", [ref(x) for x in list.__iter__(item)]]
-        if isinstance(item, tuple):
-            return ["t", [ref(x) for x in tuple.__iter__(item)]]
-        if isinstance(item, frozenset):
-            return ["z", [ref(x) for x in frozenset.__iter__(item)]]
-        if isinstance(item, set):
-            return ["s", [ref(x) for x in set.__iter__(item)]]
-        if isinstance(item, dict):
-            return ["d", [[ref(k), ref(v)] for k, v in dict.items(item)]]
-        if isinstance(item, bytes | bytearray):
-            return ["b", bytes(item).decode("latin-1")]
-        attrs = getattr(item, "__dict__", None)
-        if type(item).__module__ == "__main__" and isinstance(attrs, dict):
-            return ["o", str(type(item).__name__), [[str(k), ref(v)] for k, v in dict.items(attrs)]]
-        raise CodecError(f"cannot send a {type(item).__name__}")
+    def refs(items: object) -> list:
+        # Plain scalars inline without a call to ref(): most payloads are long runs of small ints and strings.
+        return [
+            x if (t := type(x)) is str or (t is int and -_INT_INLINE < x < _INT_INLINE) or x is None else ref(x)
+            for x in items
+        ]
 
     root = ref(value)
-    while pending:
-        item = pending.pop()
-        nodes[index_of[id(item)]] = build(item)
+    while todo:
+        item = todo.pop()
+        kind = type(item)
+        if kind is list or (kind is not tuple and isinstance(item, list)):
+            node = ["l", refs(list.__iter__(item))]
+        elif isinstance(item, tuple):
+            node = ["t", refs(tuple.__iter__(item))]
+        elif isinstance(item, dict):
+            node = ["d", refs(x for pair in dict.items(item) for x in pair)]
+        elif isinstance(item, frozenset):
+            node = ["z", refs(frozenset.__iter__(item))]
+        elif isinstance(item, set):
+            node = ["s", refs(set.__iter__(item))]
+        elif isinstance(item, bytes | bytearray):
+            node = ["b", bytes(item).decode("latin-1")]
+        else:
+            attrs = getattr(item, "__dict__", None)
+            if type(item).__module__ != "__main__" or not isinstance(attrs, dict):
+                raise CodecError(f"cannot send a {type(item).__name__}")
+            flat = []
+            for key, val in dict.items(attrs):
+                flat.append(str(key))
+                flat.append(ref(val))
+            node = ["o", str(type(item).__name__), flat]
+        nodes[index_of[id(item)]] = node
     return {"r": root, "n": nodes}
 
 
@@ -168,121 +166,111 @@ def decode_value(blob: object, classes: dict | None = None) -> object:
     Raises:
         CodecError: for anything malformed (unknown tags, bad references, unhashable keys, unknown classes).
     """
-    if not isinstance(blob, dict) or "r" not in blob or not isinstance(blob.get("n"), list):
+    if type(blob) is not dict or "r" not in blob or type(blob.get("n")) is not list:
         raise CodecError("not an encoded value")
     nodes = blob["n"]
-    built: list = [None] * len(nodes)
-    # 0: not built; 1: immutable node whose members are being built; 2: ready (mutable shells are ready at once).
-    state = [0] * len(nodes)
+    count = len(nodes)
+    built: list = [None] * count
+    pending_immutables = []
     for i, node in enumerate(nodes):
-        if not isinstance(node, list) or not node or not isinstance(node[0], str):
+        if type(node) is not list or len(node) < 2:
             raise CodecError("bad node")
         tag = node[0]
-        if tag in _IMMUTABLE_TAGS:
-            continue
-        if tag == "l":
-            built[i] = []
-        elif tag == "d":
-            built[i] = {}
+        if tag == "l" or tag == "d":
+            if type(node[1]) is not list or (tag == "d" and len(node[1]) % 2):
+                raise CodecError("bad node payload")
+            built[i] = [] if tag == "l" else {}
         elif tag == "o":
-            cls = (classes or {}).get(node[1]) if len(node) == 3 and isinstance(node[1], str) else None
-            if not isinstance(cls, type):
-                raise CodecError(f"unknown class {node[1] if len(node) > 1 else None!r}")
+            cls = (classes or {}).get(node[1]) if len(node) == 3 and type(node[1]) is str else None
+            if not isinstance(cls, type) or type(node[2]) is not list or len(node[2]) % 2:
+                raise CodecError(f"bad object node ({node[1] if len(node) > 1 else None!r})")
             try:
                 built[i] = object.__new__(cls)
             except TypeError as err:
                 raise CodecError(f"cannot rebuild a {cls.__name__}") from err
-        elif tag == "b" and len(node) == 2 and isinstance(node[1], str):
+        elif tag == "b" and type(node[1]) is str:
             try:
                 built[i] = node[1].encode("latin-1")
             except UnicodeEncodeError as err:
                 raise CodecError("bad bytes") from err
+        elif tag in _IMMUTABLE_TAGS and type(node[1]) is list:
+            pending_immutables.append(i)
         else:
             raise CodecError(f"bad node {tag!r}")
-        state[i] = 2
 
-    def leaf(ref: object) -> tuple[bool, object]:
-        """(True, value) for a scalar or a ready node, (False, index) for an immutable node not built yet."""
-        if ref is None or isinstance(ref, bool | str | int | float):
-            return True, ref
-        if isinstance(ref, dict) and len(ref) == 1:
-            if isinstance(ref.get("i"), str):
-                try:
-                    return True, int(ref["i"], 16)
-                except ValueError as err:
-                    raise CodecError("bad int") from err
-            if ref.get("f") in ("nan", "inf", "-inf"):
-                return True, float(ref["f"])
-            index = ref.get("n")
-            if type(index) is int and 0 <= index < len(nodes):
-                return (True, built[index]) if state[index] == 2 else (False, index)
-        raise CodecError("bad reference")
+    def value(ref: object) -> object:
+        kind = type(ref)
+        if kind is list:
+            if len(ref) == 1 and type(ref[0]) is int and 0 <= ref[0] < count:
+                found = built[ref[0]]
+                if found is not None:
+                    return found
+                raise _Unbuilt(ref[0])
+            raise CodecError("bad reference")
+        if kind is dict:
+            if len(ref) == 1:
+                if type(ref.get("i")) is str:
+                    try:
+                        return int(ref["i"], 16)
+                    except ValueError as err:
+                        raise CodecError("bad int") from err
+                if ref.get("f") in _NONFINITE:
+                    return _NONFINITE[ref["f"]]
+            raise CodecError("bad reference")
+        return ref  # json.loads makes only None, bool, int, float and str besides lists and dicts
 
-    def members(i: int) -> list:
-        node = nodes[i]
-        if len(node) != 2 or not isinstance(node[1], list):
-            raise CodecError("bad node payload")
-        return node[1]
-
-    # Tuples and (frozen)sets need their members first: post-order with an explicit stack, each node expanded once.
-    # Mutable nodes are ready as empty shells, so a legitimate cycle always passes through one.
-    for start in range(len(nodes)):
-        if state[start] == 2:
-            continue
-        stack = [start]
+    # Tuples and (frozen)sets need their members first: post-order with an explicit stack. Mutable nodes exist
+    # already as empty shells, so a legitimate cycle always passes through one; any other cycle is an error.
+    for start in pending_immutables:
+        stack, on_stack = [start], {start}  # the stack is a dependency path: each entry waits for the one above
         while stack:
             i = stack[-1]
-            if state[i] == 2:
-                stack.pop()
+            if built[i] is not None:
+                on_stack.discard(stack.pop())
                 continue
-            if state[i] == 0:
-                state[i] = 1
-                for ref in members(i):
-                    ready, index = leaf(ref)
-                    if not ready:
-                        if state[index] == 1:
-                            raise CodecError("cycle through immutable nodes")
-                        stack.append(index)
+            try:
+                members = [value(ref) for ref in nodes[i][1]]
+            except _Unbuilt as missing:
+                if missing.index in on_stack:
+                    raise CodecError("cycle through immutable nodes") from None
+                stack.append(missing.index)
+                on_stack.add(missing.index)
                 continue
-            values = []
-            for ref in members(i):
-                ready, value = leaf(ref)
-                if not ready:
-                    raise CodecError("cycle through immutable nodes")
-                values.append(value)
             tag = nodes[i][0]
             try:
-                built[i] = tuple(values) if tag == "t" else set(values) if tag == "s" else frozenset(values)
+                built[i] = tuple(members) if tag == "t" else set(members) if tag == "s" else frozenset(members)
             except TypeError as err:
                 raise CodecError("unhashable member") from err
-            state[i] = 2
-            stack.pop()
+            on_stack.discard(stack.pop())
 
-    def resolved(ref: object) -> object:
-        ready, value = leaf(ref)
-        if not ready:
-            raise CodecError("unresolved reference")
-        return value
+    try:
+        for i, node in enumerate(nodes):
+            tag = node[0]
+            if tag == "l":
+                built[i].extend([r if type(r) not in _REF_TYPES else value(r) for r in node[1]])
+            elif tag == "d":
+                flat = node[1]
+                target = built[i]
+                for k in range(0, len(flat), 2):
+                    target[value(flat[k])] = value(flat[k + 1])
+            elif tag == "o":
+                flat = node[2]
+                attrs = built[i].__dict__
+                for k in range(0, len(flat), 2):
+                    if type(flat[k]) is not str:
+                        raise CodecError("bad attribute")
+                    attrs[flat[k]] = value(flat[k + 1])
+        return value(blob["r"])
+    except _Unbuilt as err:
+        raise CodecError("unresolved reference") from err
+    except TypeError as err:  # an unhashable dict key
+        raise CodecError("unhashable key") from err
 
-    for i, node in enumerate(nodes):
-        if node[0] == "l":
-            built[i].extend(resolved(ref) for ref in members(i))
-        elif node[0] == "d":
-            for pair in members(i):
-                if not isinstance(pair, list) or len(pair) != 2:
-                    raise CodecError("bad dict item")
-                try:
-                    built[i][resolved(pair[0])] = resolved(pair[1])
-                except TypeError as err:
-                    raise CodecError("unhashable key") from err
-        elif node[0] == "o":
-            if not isinstance(node[2], list):
-                raise CodecError("bad object node")
-            for pair in node[2]:
-                if not isinstance(pair, list) or len(pair) != 2 or not isinstance(pair[0], str):
-                    raise CodecError("bad attribute")
-                built[i].__dict__[pair[0]] = resolved(pair[1])
-    return resolved(blob["r"])
+
+class _Unbuilt(Exception):
+    def __init__(self, index: int) -> None:
+        super().__init__(index)
+        self.index = index
 
 
 # ---------------------------------------------------------------------------------------------------------- setup
@@ -345,26 +333,25 @@ def _exit_code(exc: SystemExit) -> int:
 
 
 def _run_program_once(code_obj: object, stdin_text: str, settings: dict, proto: tuple[int, int]) -> dict:
-    """Fork, run the program with ``stdin_text`` as standard input, and collect its standard output."""
+    """Fork, run the program with ``stdin_text`` as standard input, and collect its standard output.
+
+    The output is what the program wrote by the time its main process exited; processes it left behind are killed
+    (in a PID namespace of our own: all of them) and not waited for.
+    """
     import select
     import signal
 
     max_output = settings["max_output_bytes"]
-    stdin_fd = os.memfd_create("stdin")
-    data = stdin_text.encode("utf-8", errors="surrogatepass")
-    view = memoryview(data)
-    while view:
-        view = view[os.write(stdin_fd, view) :]
-    os.lseek(stdin_fd, 0, os.SEEK_SET)
+    stdin_r, stdin_w = os.pipe()
     out_r, out_w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the test run: never return into the harness
         status = 1
         try:
             os.setpgid(0, 0)
-            os.dup2(stdin_fd, 0)
+            os.dup2(stdin_r, 0)
             os.dup2(out_w, 1)
-            for fd in (stdin_fd, out_r, out_w, *proto):
+            for fd in (stdin_r, stdin_w, out_r, out_w, *proto):
                 os.close(fd)
             sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
             sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
@@ -389,37 +376,53 @@ def _run_program_once(code_obj: object, stdin_text: str, settings: dict, proto: 
             status = 1
         finally:
             os._exit(status)
-    os.close(stdin_fd)
+    os.close(stdin_r)
     os.close(out_w)
-    chunks, size, truncated = [], 0, False
+    pending = memoryview(stdin_text.encode("utf-8", errors="surrogatepass"))
+    os.set_blocking(stdin_w, False)
+    chunks, size = [], 0
     try:
         exited_fd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
+    except (AttributeError, OSError):  # Linux < 5.3: poll waitpid instead
         exited_fd = None
-    waited = None
     poller = select.poll()
-    poller.register(out_r, select.POLLIN | select.POLLHUP)
+    poller.register(out_r, select.POLLIN)
     if exited_fd is not None:
         poller.register(exited_fd, select.POLLIN)
-    open_out = True
-    while open_out:
-        events = poller.poll(None if exited_fd is not None else 20)
-        ready = {fd for fd, _ in events}
+    if pending:
+        poller.register(stdin_w, select.POLLOUT)
+    else:
+        os.close(stdin_w)
+        stdin_w = -1
+    status = None
+    while True:
+        ready = {fd for fd, _ in poller.poll(None if exited_fd is not None else 20)}
+        if stdin_w in ready:
+            try:
+                pending = pending[os.write(stdin_w, pending[: 1 << 16]) :]
+            except BlockingIOError:
+                pass
+            except OSError:  # the program closed its stdin
+                pending = pending[:0]
+            if not pending:
+                poller.unregister(stdin_w)
+                os.close(stdin_w)
+                stdin_w = -1
         if out_r in ready:
             chunk = os.read(out_r, 1 << 16)
-            if not chunk:
-                open_out = False
-                break
             chunks.append(chunk)
             size += len(chunk)
             if size > max_output:
-                truncated = True
                 break
-        exited = exited_fd in ready if exited_fd is not None else os.waitpid(pid, os.WNOHANG)[0] == pid
+            if not chunk:
+                poller.unregister(out_r)
+        if exited_fd is None:
+            waited, status = os.waitpid(pid, os.WNOHANG)
+            exited = waited == pid
+        else:
+            exited = exited_fd in ready
         if exited:
-            if exited_fd is None:
-                waited = True
-            # The program is done; take what it wrote and do not wait for descendants holding the pipe.
+            # Take what is already written; descendants that still hold the pipe are not waited for.
             os.set_blocking(out_r, False)
             while size <= max_output:
                 try:
@@ -430,15 +433,12 @@ def _run_program_once(code_obj: object, stdin_text: str, settings: dict, proto: 
                     break
                 chunks.append(chunk)
                 size += len(chunk)
-            truncated = size > max_output
             break
     try:
         os.killpg(pid, signal.SIGKILL)
     except OSError:
         pass
-    if waited:
-        status = None
-    else:
+    if status is None:
         _, status = os.waitpid(pid, 0)
     if settings.get("pidns"):
         # Alone in our PID namespace: end every straggler (setsid daemons included) before the next test.
@@ -446,11 +446,12 @@ def _run_program_once(code_obj: object, stdin_text: str, settings: dict, proto: 
             os.kill(-1, signal.SIGKILL)
         except OSError:
             pass
-    os.close(out_r)
-    if exited_fd is not None:
-        os.close(exited_fd)
+    for fd in (out_r, stdin_w, exited_fd):
+        if fd is not None and fd >= 0:
+            os.close(fd)
+    truncated = size > max_output
     result = {"stdout": b"".join(chunks)[: max_output + 1].decode("utf-8", errors="replace"), "truncated": truncated}
-    if status is None or truncated:
+    if truncated:
         result["exit"] = None
     elif os.WIFEXITED(status):
         result["exit"] = os.WEXITSTATUS(status)
@@ -719,6 +720,11 @@ def _probe(settings: dict) -> None:
             pass
     report["writable"] = writable
     report["processes"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    try:
+        os.close(os.memfd_create("probe"))
+        report["memfd"] = "allowed"
+    except OSError:
+        report["memfd"] = "denied"
     write_frame(proto_out, report)
 
 

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from bots_verl.rewards import _harness
+from bots_verl.rewards._seccomp import filter_program
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
@@ -75,6 +76,7 @@ _BOOTSTRAP = "import marshal,os,sys;f=int(sys.argv.pop(1));c=os.pread(f,{size},0
 _HARNESS_FD: int | None = None
 _HARNESS_SIZE = 0
 _HARNESS_LOCK = threading.Lock()
+_SECCOMP = filter_program()
 # Root-run sandboxes drop to uid BASE + (pid << 8) + slot: unique per live sandbox on the machine (pid < 2**22).
 _UID_BASE = 1 << 31
 _UID_SLOTS = 256
@@ -348,8 +350,9 @@ def _remove_tree(path: str) -> None:
 
 
 def _bwrap_binary() -> str | None:
-    found = os.environ.get(ENV_BWRAP) or shutil.which("bwrap")
-    return found or ("/usr/bin/bwrap" if os.path.exists("/usr/bin/bwrap") else None)
+    """``$BOTS_BWRAP``, else ``bwrap`` on PATH or in /usr/bin; ``None`` when that is not an executable file."""
+    found = os.environ.get(ENV_BWRAP) or shutil.which("bwrap") or "/usr/bin/bwrap"
+    return found if os.path.isfile(found) and os.access(found, os.X_OK) else None
 
 
 def _harness_fd() -> tuple[int, int]:
@@ -366,6 +369,17 @@ def _harness_fd() -> tuple[int, int]:
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
             _HARNESS_FD, _HARNESS_SIZE = fd, len(code)
         return _HARNESS_FD, _HARNESS_SIZE
+
+
+def _seccomp_pipe() -> int | None:
+    """A pipe holding the seccomp filter for bubblewrap to read (one per sandbox: bwrap reads to end of file)."""
+    program = _SECCOMP
+    if program is None:
+        return None
+    read_fd, write_fd = os.pipe()  # the program is a few hundred bytes: it fits in the pipe buffer
+    os.write(write_fd, program)
+    os.close(write_fd)
+    return read_fd
 
 
 def _sandbox_python() -> str:
@@ -456,7 +470,7 @@ def launch(
     code_fd, code_size = _harness_fd()
     tail = [python, "-I", "-S", "-c", _BOOTSTRAP.format(size=code_size), str(code_fd), role]
     pass_fds = (*pass_fds, code_fd)
-    info_fd = uid = workdir = None
+    info_fd = uid = workdir = seccomp_fd = None
     if isolation == "bwrap":
         bwrap = _bwrap_binary()
         if bwrap is None:
@@ -464,8 +478,12 @@ def launch(
         as_root = os.geteuid() == 0
         uid = _UIDS.take() if as_root else None
         info_fd, info_w = os.pipe()
-        argv = [*_bwrap_argv(bwrap, python, limits, info_w, as_root), *tail]
-        argv.append(json.dumps(_settings(role_settings, limits, uid, pidns=True)))
+        argv = _bwrap_argv(bwrap, python, limits, info_w, as_root)
+        seccomp_fd = _seccomp_pipe()
+        if seccomp_fd is not None:
+            argv[-1:-1] = ["--seccomp", str(seccomp_fd)]
+            pass_fds = (*pass_fds, seccomp_fd)
+        argv += [*tail, json.dumps(_settings(role_settings, limits, uid, pidns=True))]
         fds = (*pass_fds, info_w)
         cwd = "/"
     else:
@@ -485,7 +503,7 @@ def launch(
             start_new_session=True,
         )
     except BaseException:
-        for fd in (info_fd, info_w):
+        for fd in (info_fd, info_w, seccomp_fd):
             if fd is not None:
                 os.close(fd)
         if uid is not None:
@@ -495,6 +513,8 @@ def launch(
         raise
     if info_w is not None:
         os.close(info_w)
+    if isolation == "bwrap" and seccomp_fd is not None:
+        os.close(seccomp_fd)
     # The channel owns duplicates of the pipe ends; Popen's file objects are closed so nothing else buffers them.
     write_fd = read_fd = None
     if proc.stdin is not None:
@@ -566,6 +586,8 @@ def _probe_bwrap() -> None:
             problems.append("runs as root")
         if report.get("network") == "open":
             problems.append("network reachable")
+        if _SECCOMP is not None and report.get("memfd") != "denied":
+            problems.append("seccomp filter not applied")
         theirs = report.get("namespaces") or {}
         shared = [ns for ns in ("net", "pid", "mnt", "ipc", "uts") if theirs.get(ns, "?") == _own_namespace(ns)]
         if shared:
