@@ -183,7 +183,7 @@ def decode_value(blob: object, classes: dict | None = None) -> object:
         elif tag == "o":
             cls = (classes or {}).get(node[1]) if len(node) == 3 and type(node[1]) is str else None
             if not isinstance(cls, type) or type(node[2]) is not list or len(node[2]) % 2:
-                raise CodecError(f"bad object node ({node[1] if len(node) > 1 else None!r})")
+                raise CodecError(f"unknown class or bad object node ({node[1] if len(node) > 1 else None!r})")
             try:
                 built[i] = object.__new__(cls)
             except TypeError as err:

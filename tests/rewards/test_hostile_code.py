@@ -81,7 +81,8 @@ FUNCTIONAL_FORGERIES = {
     "list subclass equal to all": "class L(list):\n    def __eq__(self, other):\n        return True\n"
     "class Solution:\n    def twoSum(self, nums, target):\n        return L([9, 9])",
     "patched builtins": "import builtins\nbuiltins.AssertionError = type('Nope', (BaseException,), {})\n"
-    "builtins.isinstance = lambda *a: True\nclass Solution:\n    def twoSum(self, nums, target):\n        return [5, 5]",
+    "builtins.isinstance = lambda *a: True\n"
+    "class Solution:\n    def twoSum(self, nums, target):\n        return [5, 5]",
     "frame walking to the test": "import sys\nclass Solution:\n    def twoSum(self, nums, target):\n"
     "        f = sys._getframe(1)\n        while f is not None:\n            f.f_globals['check'] = lambda c: None\n"
     "            f = f.f_back\n        return []",
@@ -106,7 +107,8 @@ def test_functional_dataset_tolerance_cannot_be_patched() -> None:
 
 
 CALL_FORGERIES = {
-    "always-equal object": "class E:\n    def __eq__(self, other):\n        return True\ndef add(a, b):\n    return E()",
+    "always-equal object": "class E:\n    def __eq__(self, other):\n        return True\n"
+    "def add(a, b):\n    return E()",
     "int subclass equal to all": "class I(int):\n    def __eq__(self, other):\n        return True\n"
     "def add(a, b):\n    return I(0)",
     "os._exit(0) in the call": "import os\ndef add(a, b):\n    os._exit(0)",
@@ -259,7 +261,8 @@ def test_nothing_outlives_the_answer(daemon: str, mark: str, tag: str, survivors
     body = mark + f"TAG = {tag!r}\n" + daemon + ADD
     assert _score(STDIN, body)["score"] == 1.0
     assert survivors() == []
-    call_body = mark + f"TAG = {tag!r}\n" + "def add(a, b):\n" + "".join(f"    {line}\n" for line in daemon.splitlines())
+    indented = "".join(f"    {line}\n" for line in daemon.splitlines())
+    call_body = mark + f"TAG = {tag!r}\n" + "def add(a, b):\n" + indented
     assert _score(CALLS, call_body + "    return a + b")["score"] == 1.0
     assert survivors() == []
 

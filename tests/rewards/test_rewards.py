@@ -81,12 +81,12 @@ def _code(body: str) -> str:
         ("codegen__taco", STDIN_TESTS, "raise SystemExit(3)", False),
     ],
 )
-def test_code(source: str, tests: str, body: str, acc: bool) -> None:
+def test_code(source: str, tests: str, body: str, acc: bool, sandbox: str) -> None:
     extra = {"prefix": "from typing import *"}
     _check(compute_score(source, _code(body), tests, extra_info=extra), acc)
 
 
-def test_code_limits() -> None:
+def test_code_limits(sandbox: str) -> None:
     """A busy loop hits the time limit, a huge allocation the memory limit: both are failures, quickly."""
     spin = compute_score("codegen__taco", _code("while True:\n    pass"), STDIN_TESTS, timeout_s=1)
     assert spin["acc"] is False and spin["status"] == "timeout"
