@@ -21,7 +21,6 @@ table (:func:`encode_value`), so deep or cyclic structures need no recursion and
 
 from __future__ import annotations
 
-import ast
 import builtins
 import json
 import os
@@ -310,18 +309,12 @@ def _apply_limits(settings: dict) -> None:
 
 
 def _warm_imports() -> None:
-    # Forked test runs inherit these already imported (saves milliseconds per test).
+    # Forked test runs inherit these already imported (json has brought re, enum, functools and collections).
     import bisect  # noqa: F401
-    import collections  # noqa: F401
-    import functools  # noqa: F401
     import heapq  # noqa: F401
-    import io  # noqa: F401
     import itertools  # noqa: F401
     import math  # noqa: F401
-    import re  # noqa: F401
     import string  # noqa: F401
-    import threading  # noqa: F401
-    import typing  # noqa: F401
 
 
 # ---------------------------------------------------------------------------------------------------------- worker
@@ -467,7 +460,8 @@ def _user_classes(namespace: dict) -> dict:
 def _worker(settings: dict) -> None:
     proto = _isolate_fds()
     _apply_limits(settings)
-    _warm_imports()
+    if settings["kind"] == "stdin":
+        _warm_imports()
     proto_in, proto_out = proto
     load = read_frame(proto_in)
     if not isinstance(load, dict):
@@ -514,16 +508,20 @@ def _serve_call(request: dict, namespace: dict, handles: list, entry_cache: dict
     args = decode_value(request["args"], classes)
     kwargs = decode_value(request["kwargs"], classes) if "kwargs" in request else {}
     target = request["target"]
-    if "entry" in target:  # call-based tests: a top-level function, else a method of Solution()
-        name = target["entry"]
-        if name not in entry_cache:
-            fn = namespace.get(name)
-            if not callable(fn) and isinstance(namespace.get("Solution"), type):
-                fn = getattr(namespace["Solution"](), name, None)
+    if "entry" in target:  # call-based tests: see bots_verl.rewards.code_tests.Call.via
+        name, via = target["entry"], target.get("via", "either")
+        fn = entry_cache.get((name, via))
+        if fn is None:
+            solution = namespace.get("Solution")
+            if via in ("function", "either"):
+                fn = namespace.get(name)
+            if via != "function" and not callable(fn) and isinstance(solution, type):
+                fn = getattr(solution(), name, None)
             if not callable(fn):
                 return {"ok": False, "error": f"no function {name!r}"}
-            entry_cache[name] = fn
-        return {"ok": True, "value": encode_value(entry_cache[name](*args, **kwargs))}
+            if via != "fresh":
+                entry_cache[(name, via)] = fn
+        return {"ok": True, "value": encode_value(fn(*args, **kwargs))}
     if "handle" in target:
         obj = getattr(handles[target["handle"]], target["attr"])
     else:
@@ -619,7 +617,9 @@ class _RemoteCallable:
         return decode_value(reply["value"], self._link.classes)
 
 
-def _bound_names(tree: ast.AST) -> set[str]:
+def _bound_names(tree: object) -> set[str]:
+    import ast
+
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
@@ -636,6 +636,8 @@ def _bound_names(tree: ast.AST) -> set[str]:
 
 
 def _top_level_names(source: str) -> set[str]:
+    import ast
+
     try:
         tree = ast.parse(source)
     except BaseException:  # the program's syntax is the worker's problem
@@ -651,6 +653,8 @@ def _top_level_names(source: str) -> set[str]:
 
 
 def _judge(settings: dict) -> None:
+    import ast
+
     proto_in, proto_out = _isolate_fds()
     _apply_limits(settings)
     # Test helpers such as is_same_list recurse once per node of the program's answer.

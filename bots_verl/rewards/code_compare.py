@@ -89,17 +89,18 @@ def _json_key(key: Any) -> Any:
     return None
 
 
-def values_match(got: Any, expected: Any) -> bool:
-    """Compare a returned value with the expected JSON value (iteratively: any depth).
+def values_match(got: Any, expected: Any, tol: float = FLOAT_TOL) -> bool:
+    """Compare a returned value with the expected value (iteratively: any depth).
 
     Args:
-        got: the decoded return value (plain data: None, bool, int, float, str, list, tuple, dict, ...).
-        expected: the expected value as parsed from the test JSON.
+        got: the decoded return value (plain data only: None, bool, int, float, str, list, tuple, dict, set, ...).
+        expected: the expected value, parsed from the test's JSON or Python literals.
+        tol: relative and absolute tolerance where the expected value is a float.
 
     Returns:
         Whether they match: bools, ``None`` and strings exactly; ints exactly (an equal float such as ``3.0`` is
-        accepted); expected floats within :data:`FLOAT_TOL` (NaN matches NaN); lists against lists or tuples of
-        the same length; dicts by their JSON keys.
+        accepted); expected floats within ``tol`` (NaN matches NaN); lists and tuples against lists or tuples of the
+        same length; sets as sets; dicts key by key (a JSON object's string keys also match the program's int keys).
     """
     stack = [(got, expected)]
     while stack:
@@ -117,19 +118,23 @@ def values_match(got: Any, expected: Any) -> bool:
                 if math.isnan(b) or math.isnan(a):
                     if not (math.isnan(a) and math.isnan(b)):
                         return False
-                elif not math.isclose(a, b, rel_tol=FLOAT_TOL, abs_tol=FLOAT_TOL):
+                elif not math.isclose(a, b, rel_tol=tol, abs_tol=tol):
                     return False
             except OverflowError:  # an int beyond float range is no float answer
                 return False
-        elif isinstance(b, list):
+        elif isinstance(b, list | tuple):
             if not isinstance(a, list | tuple) or len(a) != len(b):
                 return False
             stack.extend(zip(a, b, strict=True))
+        elif isinstance(b, set | frozenset):
+            # Members are hashable plain data on both sides, so set equality runs no code of the program.
+            if not isinstance(a, set | frozenset) or a != b:
+                return False
         elif isinstance(b, dict):
             if not isinstance(a, dict) or len(a) != len(b):
                 return False
-            keyed = {_json_key(k): v for k, v in a.items()}
-            if len(keyed) != len(b) or set(keyed) != set(b):
+            keyed = a if set(a) == set(b) else {_json_key(k): v for k, v in a.items()}
+            if set(keyed) != set(b):
                 return False
             stack.extend((keyed[k], b[k]) for k in b)
         else:

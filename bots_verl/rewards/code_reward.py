@@ -11,7 +11,8 @@ GURU's code ground truth is a JSON string of one of three forms (guru.md §2.3):
   ``_deep_eq`` loops, LiveCodeBench's ``check_*``), with LeetCode's imports and helpers from ``extra_info["prefix"]``.
 
 Only a program that produces the right outputs can score. The expected outputs never enter the program's sandbox:
-for stdin and call-based tests the scorer sends the inputs one at a time and compares in its own process; functional
+for stdin and call-based tests the scorer sends the inputs one at a time and compares in its own process. Functional
+test code in one of GURU's literal forms is read as call-based tests (:mod:`bots_verl.rewards.code_tests`); any other
 test code runs in a second sandbox (the *judge*) that calls the program over a pipe, passing arguments and return
 values as plain data (:mod:`bots_verl.rewards._harness`). So ``sys.exit(0)``, ``os._exit``, ``atexit`` hooks, patched
 builtins, objects whose ``__eq__`` is always true and reading files all score 0.
@@ -39,6 +40,7 @@ from typing import Any
 from bots_verl.rewards._extract import after_think, last_code_block
 from bots_verl.rewards._harness import CodecError, decode_value, encode_value
 from bots_verl.rewards.code_compare import outputs_match, values_match
+from bots_verl.rewards.code_tests import Call, functional_calls
 from bots_verl.rewards.sandbox import (
     ChannelClosed,
     DeadlineExceeded,
@@ -123,6 +125,40 @@ def _call_args(args: Any) -> list:
     return args if isinstance(args, list) else [args]
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """How one ground truth is judged: ``stdin`` runs, ``calls`` compared here, or the ``judge`` sandbox."""
+
+    kind: str
+    total: int
+    inputs: tuple = ()
+    outputs: tuple = ()
+    calls: tuple[Call, ...] = ()
+    # GURU/APPS store a single return value either bare or wrapped in a one-element list (JSON fn_name tests only).
+    unwrap: bool = False
+    test: str = ""
+
+
+def _plan(tests: dict[str, Any]) -> _Plan:
+    """Decide how to judge ``tests`` (from :func:`parse_tests`); malformed test inputs raise ``ValueError``."""
+    if "functional" in tests:
+        calls = functional_calls(tests["functional"])
+        if calls is not None:
+            return _Plan("calls", 1, calls=tuple(calls))
+        return _Plan("judge", 1, test=tests["functional"])
+    if tests.get("fn_name"):
+        calls = tuple(
+            Call(str(tests["fn_name"]), _call_args(args), {}, expected)
+            for args, expected in zip(tests["inputs"], tests["outputs"], strict=True)
+        )
+        return _Plan("calls", len(calls), calls=calls, unwrap=True)
+    return _Plan("stdin", len(tests["inputs"]), inputs=tuple(tests["inputs"]), outputs=tuple(tests["outputs"]))
+
+
+def _call_matches(got: Any, call: Call, unwrap: bool) -> bool:
+    return values_match(got, call.expected, call.tol) or (unwrap and values_match([got], call.expected, call.tol))
+
+
 _WARNED: set[str] = set()
 _WARNED_LOCK = threading.Lock()
 
@@ -185,31 +221,39 @@ def _stdin_tests(code: str, inputs: list, outputs: list, limits: Limits, isolati
         box.close()
 
 
-def _call_tests(code: str, tests: dict, limits: Limits, isolation: str, deadline: float) -> tuple:
+def _call_tests(code: str, prefix: str, plan: _Plan, limits: Limits, isolation: str, deadline: float) -> tuple:
+    """Run the calls one by one and compare each result here; (tests passed, status)."""
     box = launch("worker", {"kind": "call"}, isolation, limits)
     passed = 0
+
+    def failed(status: str) -> tuple[int, str]:
+        # A functional test converted to calls is one test: it passes only as a whole.
+        return (passed if plan.total > 1 else 0), status
+
     try:
-        failure = _load(box, code, "", deadline)
+        failure = _load(box, code, prefix, deadline)
         if failure:
-            return passed, failure
-        for args, expected in zip(tests["calls"], tests["outputs"], strict=True):
-            box.channel.send({"target": {"entry": tests["fn_name"]}, "args": args}, deadline)
+            return failed(failure)
+        for call in plan.calls:
+            request = {"target": {"entry": call.entry, "via": call.via}, "args": encode_value(call.args)}
+            if call.kwargs:
+                request["kwargs"] = encode_value(call.kwargs)
+            box.channel.send(request, deadline)
             reply = box.channel.recv(deadline, _frame_cap(limits))
             if not isinstance(reply, dict) or reply.get("ok") is not True:
-                return passed, "error"
+                return failed("error")
             try:
                 got = decode_value(reply.get("value"))
             except CodecError:
-                return passed, "wrong_answer"
-            # GURU/APPS store a single return value either bare or wrapped in a one-element list.
-            if not (values_match(got, expected) or values_match([got], expected)):
-                return passed, "wrong_answer"
+                return failed("wrong_answer")
+            if not _call_matches(got, call, plan.unwrap):
+                return failed("wrong_answer")
             passed += 1
-        return passed, "ok"
+        return plan.total, "ok"
     except DeadlineExceeded:
-        return passed, "timeout"
+        return failed("timeout")
     except ChannelClosed:
-        return passed, "error"
+        return failed("error")
     finally:
         box.close()
 
@@ -258,16 +302,16 @@ def _functional_test(code: str, test: str, prefix: str, limits: Limits, isolatio
     return 0, "wrong_answer" if error.startswith("AssertionError") else "error"
 
 
-def _score_local(code: str, tests: dict, prefix: str, timeout_s: float, memory_mb: int, isolation: str) -> tuple:
+def _score_local(code: str, plan: _Plan, prefix: str, timeout_s: float, memory_mb: int, isolation: str) -> tuple:
     check_isolation(isolation)
     limits = Limits(memory_mb=memory_mb, cpu_s=max(1, math.ceil(timeout_s)) + 1)
     with concurrency_slot():
         deadline = time.monotonic() + timeout_s
-        if "functional" in tests:
-            return _functional_test(code, tests["functional"], prefix, limits, isolation, deadline)
-        if tests.get("fn_name"):
-            return _call_tests(code, tests, limits, isolation, deadline)
-        return _stdin_tests(code, tests["inputs"], tests["outputs"], limits, isolation, deadline)
+        if plan.kind == "judge":
+            return _functional_test(code, plan.test, prefix, limits, isolation, deadline)
+        if plan.kind == "calls":
+            return _call_tests(code, prefix, plan, limits, isolation, deadline)
+        return _stdin_tests(code, list(plan.inputs), list(plan.outputs), limits, isolation, deadline)
 
 
 # ------------------------------------------------------------------------------------------------- SandboxFusion
@@ -287,59 +331,67 @@ def _run_sandbox(source: str, stdin: str, timeout_s: float, memory_mb: int, url:
 
 
 _REMOTE_CALLS = """
-import json as __bots_json
+import ast as __bots_ast, json as __bots_json
 def __bots_run(__bots_spec):
-    fn = globals().get(__bots_spec["fn"])
-    if not callable(fn) and isinstance(globals().get("Solution"), type):
-        fn = getattr(globals()["Solution"](), __bots_spec["fn"], None)
-    for args in __bots_spec["calls"]:
+    __bots_shared = {}
+    for __bots_entry, __bots_via, __bots_args, __bots_kwargs in __bots_spec["calls"]:
         try:
-            line = __bots_json.dumps(["ok", fn(*args)])
+            __bots_fn = globals().get(__bots_entry) if __bots_via in ("function", "either") else None
+            if __bots_via != "function" and not callable(__bots_fn):
+                if __bots_via == "fresh":
+                    __bots_fn = getattr(globals()["Solution"](), __bots_entry)
+                else:
+                    if "fn" not in __bots_shared:
+                        __bots_shared["fn"] = getattr(globals()["Solution"](), __bots_entry)
+                    __bots_fn = __bots_shared["fn"]
+            __bots_line = __bots_json.dumps(["ok", __bots_fn(*__bots_args, **__bots_kwargs)])
         except BaseException:
-            line = __bots_json.dumps(["error"])
-        print(__bots_spec["marker"] + line, flush=True)
-__bots_run(__bots_json.loads({spec!r}))
+            __bots_line = __bots_json.dumps(["error"])
+        print(__bots_spec["marker"] + __bots_line, flush=True)
+__bots_run(__bots_ast.literal_eval({spec!r}))
 """
 
 
-def _score_remote(code: str, tests: dict, prefix: str, timeout_s: float, memory_mb: int, url: str) -> tuple:
+def _score_remote(code: str, plan: _Plan, prefix: str, timeout_s: float, memory_mb: int, url: str) -> tuple:
+    """Judge on a SandboxFusion server: one run per stdin test, one run for all calls, one for judge-only tests."""
     deadline = time.monotonic() + timeout_s
 
     def remaining() -> float:
         return deadline - time.monotonic()
 
-    if "functional" in tests:
+    if plan.kind == "judge":
         # One process runs program and test together, so success is the test reaching its end: a random line printed
         # after it. sys.exit(0), os._exit and atexit no longer pass; a program that reads its own source still could.
         marker = secrets.token_hex(16)
-        source = f"{prefix}\n{code}\n\n{tests['functional']}\nprint({marker!r})\n"
+        source = f"{prefix}\n{code}\n\n{plan.test}\nprint({marker!r})\n"
         result = _run_sandbox(source, "", remaining(), memory_mb, url)
         ok = result.status == "ok" and result.stdout.rstrip().endswith(marker)
         return int(ok), "ok" if ok else (result.status if result.status != "ok" else "wrong_answer")
-    if tests.get("fn_name"):
+    if plan.kind == "calls":
+        # The program prints its results (marked lines); the expected values stay here.
         marker = f"__bots_{secrets.token_hex(8)}__"
-        calls = [decode_value(args) for args in tests["calls"]]
-        spec = json.dumps({"fn": tests["fn_name"], "calls": calls, "marker": marker})
-        result = _run_sandbox(code + "\n" + _REMOTE_CALLS.format(spec=spec), "", remaining(), memory_mb, url)
+        spec = {"calls": [[c.entry, c.via, c.args, c.kwargs] for c in plan.calls], "marker": marker}
+        program = f"{prefix}\n{code}\n" + _REMOTE_CALLS.format(spec=repr(spec))
+        result = _run_sandbox(program, "", remaining(), memory_mb, url)
         if result.status != "ok":
             return 0, result.status
         lines = [line[len(marker) :] for line in result.stdout.splitlines() if line.startswith(marker)]
-        if len(lines) != len(calls):
+        if len(lines) != len(plan.calls):
             return 0, "error"
         passed = 0
-        for line, expected in zip(lines, tests["outputs"], strict=True):
+        for line, call in zip(lines, plan.calls, strict=True):
             try:
                 reply = json.loads(line)
             except (ValueError, RecursionError):
-                return passed, "error"
+                return 0, "error"
             if not isinstance(reply, list) or reply[:1] != ["ok"] or len(reply) != 2:
-                return passed, "error"
-            if not (values_match(reply[1], expected) or values_match([reply[1]], expected)):
-                return passed, "wrong_answer"
+                return 0, "error"
+            if not _call_matches(reply[1], call, plan.unwrap):
+                return (passed if plan.total > 1 else 0), "wrong_answer"
             passed += 1
-        return passed, "ok"
+        return plan.total, "ok"
     passed = 0
-    for stdin, expected in zip(tests["inputs"], tests["outputs"], strict=True):
+    for stdin, expected in zip(plan.inputs, plan.outputs, strict=True):
         if remaining() <= 0:
             return passed, "timeout"
         result = _run_sandbox(code, _as_text(stdin), remaining(), memory_mb, url)
@@ -431,11 +483,8 @@ def compute_score(
         ValueError: malformed ground truth, or an unknown ``isolation``.
         SandboxUnavailableError: local isolation does not work here (install bubblewrap, or see ``isolation``).
     """
-    tests = parse_tests(ground_truth)
-    total = 1 if "functional" in tests else len(tests["inputs"])
-    if tests.get("fn_name") and "functional" not in tests:
-        # Malformed test inputs are a data error: raise here, before any model output is looked at.
-        tests = {**tests, "calls": [encode_value(_call_args(args)) for args in tests["inputs"]]}
+    plan = _plan(parse_tests(ground_truth))  # data errors raise here, before the model output is looked at
+    total = plan.total
     isolation = None if sandbox_fusion_url else resolve_isolation(isolation)
 
     def result(passed: int, status: str) -> dict[str, Any]:
@@ -451,9 +500,9 @@ def compute_score(
     prefix = prefix if isinstance(prefix, str) else ""
     try:
         if sandbox_fusion_url:
-            passed, status = _score_remote(code, tests, prefix, timeout_s, memory_limit_mb, sandbox_fusion_url)
+            passed, status = _score_remote(code, plan, prefix, timeout_s, memory_limit_mb, sandbox_fusion_url)
         else:
-            passed, status = _score_local(code, tests, prefix, timeout_s, memory_limit_mb, isolation)
+            passed, status = _score_local(code, plan, prefix, timeout_s, memory_limit_mb, isolation)
     except SandboxUnavailableError:
         raise
     except Exception:  # a bug of ours must not crash training on one response: log it loudly, score 0

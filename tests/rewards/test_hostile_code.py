@@ -35,6 +35,16 @@ LEETCODE = json.dumps(
         "check(Solution().twoSum)\n"
     }
 )
+# The same checks in a form only the judge sandbox runs (a statement that is not `assert call == literal`).
+JUDGED = json.dumps(
+    {
+        "functional": "def check(candidate):\n"
+        "    result = candidate(nums=[2, 7, 11, 15], target=9)\n"
+        "    assert sorted(result) == [0, 1]\n"
+        "    assert candidate(nums=[3, 2, 4], target=6) == [1, 2]\n\n"
+        "check(Solution().twoSum)\n"
+    }
+)
 # GURU's TACO/PrimeIntellect form: a _deep_eq loop over literal inputs and outputs.
 TACO = json.dumps(
     {
@@ -89,14 +99,16 @@ FUNCTIONAL_FORGERIES = {
 }
 
 
+@pytest.mark.parametrize("tests", [LEETCODE, JUDGED], ids=["read as calls", "judge sandbox"])
 @pytest.mark.parametrize("body", FUNCTIONAL_FORGERIES.values(), ids=FUNCTIONAL_FORGERIES.keys())
-def test_functional_forgeries_score_zero(body: str) -> None:
-    result = _score(LEETCODE, body)
+def test_functional_forgeries_score_zero(body: str, tests: str) -> None:
+    result = _score(tests, body)
     assert result["score"] == 0.0 and result["acc"] is False
 
 
-def test_functional_correct_answer_scores_and_helpers_cross() -> None:
+def test_functional_correct_answers_score() -> None:
     assert _score(LEETCODE, TWO_SUM)["score"] == 1.0
+    assert _score(JUDGED, TWO_SUM)["score"] == 1.0
     assert _score(TACO, "def add(a, b):\n    return a + b")["score"] == 1.0
 
 
@@ -212,9 +224,10 @@ def test_call_program_cannot_read_expected_output(planted: str, tmp_path: Path) 
     assert result["score"] == 0.0 and result["status"] == "wrong_answer"
 
 
-def test_functional_program_cannot_read_the_test_code(planted: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("form", ["assert f() == {token!r}\n", "x = f()\nassert x == {token!r}\n"])
+def test_functional_program_cannot_read_the_test_code(form: str, planted: str, tmp_path: Path) -> None:
     token = "TOKEN" + secrets.token_hex(16)
-    tests = json.dumps({"functional": f"assert f() == {token!r}\n"})
+    tests = json.dumps({"functional": form.format(token=token)})
     body = _scan_source(tmp_path) + "def f():\n    return scan(r'TOKEN[0-9a-f]{32}')"
     result = _score(tests, body)
     assert result["score"] == 0.0 and result["status"] == "wrong_answer"
@@ -440,9 +453,10 @@ JUDGE_ATTACKS = {
 }
 
 
+@pytest.mark.parametrize("tests", [LEETCODE, JUDGED], ids=["read as calls", "judge sandbox"])
 @pytest.mark.parametrize("body", JUDGE_ATTACKS.values(), ids=JUDGE_ATTACKS.keys())
-def test_answers_that_attack_the_judge_score_zero(body: str) -> None:
+def test_answers_that_attack_the_judge_score_zero(body: str, tests: str) -> None:
     start = time.monotonic()
-    result = _score(LEETCODE, body, timeout_s=5)
+    result = _score(tests, body, timeout_s=5)
     assert result["score"] == 0.0 and result["status"] != "ok"
     assert time.monotonic() - start < 30  # hang guard
