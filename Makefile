@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 # torch 2.13.0 is the CPU build on our CI image; asking for another version pulls the CUDA wheels.
 TORCH ?= torch==2.13.0
 
-.PHONY: install-test install-demo test lint demo clean
+.PHONY: install-test install-demo system-deps test lint demo clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,20 @@ lint: install-test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-test: install-test lint
+# Code rewards run model-written programs in bubblewrap sandboxes (the Debian/Ubuntu package `bubblewrap`, not on PyPI).
+# Installed with apt-get when missing and possible (root, or passwordless sudo); otherwise the code-reward tests that
+# run programs are skipped with a message (and fail under BOTS_REQUIRE_SANDBOX=1, as in CI).
+system-deps:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; else SUDO=none; fi; \
+	  if [ "$$SUDO" != none ] && command -v apt-get >/dev/null 2>&1; then \
+	    $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive \
+	      apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null || true; \
+	  fi; \
+	  command -v bwrap >/dev/null 2>&1 || echo "WARNING: bubblewrap (bwrap) is missing; install it (apt-get install \
+	bubblewrap) to run the code-reward sandbox tests"; }
+
+test: install-test lint system-deps
 	$(PY) -m pytest -q tests
 
 demo: install-demo

@@ -453,6 +453,10 @@ def _run_program_once(code_obj: object, stdin_text: str, settings: dict, proto: 
     return result
 
 
+def _quit(code: object = None) -> None:
+    raise SystemExit(code)
+
+
 def _user_classes(namespace: dict) -> dict:
     return {k: v for k, v in namespace.items() if isinstance(v, type) and v.__module__ == "__main__"}
 
@@ -460,6 +464,8 @@ def _user_classes(namespace: dict) -> dict:
 def _worker(settings: dict) -> None:
     proto = _isolate_fds()
     _apply_limits(settings)
+    # python -S skips the site module, which defines exit() and quit(); programs use them.
+    builtins.exit = builtins.quit = _quit
     if settings["kind"] == "stdin":
         _warm_imports()
     proto_in, proto_out = proto

@@ -10,7 +10,9 @@
   checkpoints), a private writable ``/tmp`` (a size-limited tmpfs that vanishes with the sandbox), a minimal
   read-only ``/dev``; an empty environment;
 - a non-root uid without capabilities, ``no_new_privs``, and limits on processes (``RLIMIT_NPROC``), address space,
-  CPU time, file size and open files, set before any model code runs.
+  CPU time, file size and open files, set before any model code runs;
+- a seccomp filter (:mod:`bots_verl.rewards._seccomp`) that refuses the calls whose memory the address-space limit
+  does not see (memfd, SysV shared memory and queues) and nested namespaces.
 
 Run unprivileged, bubblewrap uses a user namespace (``--unshare-user --disable-userns``); RLIMIT_NPROC then counts the
 sandbox's own processes only (Linux >= 5.14 counts per user namespace). Run as root, the sandbox gets no user
@@ -102,7 +104,7 @@ class Limits:
         memory_mb: address space per process (RLIMIT_AS).
         cpu_s: CPU seconds per process (RLIMIT_CPU); the caller's wall-clock deadline bounds the whole run.
         nproc: processes and threads (RLIMIT_NPROC).
-        file_mb: largest file a process may write (RLIMIT_FSIZE), which also bounds each memfd.
+        file_mb: largest file a process may write (RLIMIT_FSIZE).
         nofile: open file descriptors (RLIMIT_NOFILE).
         tmpfs_mb: size of the private ``/tmp``.
         max_output_bytes: standard output kept per run (more fails the run).
@@ -110,7 +112,7 @@ class Limits:
 
     memory_mb: int = 1024
     cpu_s: int = 10
-    nproc: int = 32
+    nproc: int = 16
     file_mb: int = 16
     nofile: int = 128
     tmpfs_mb: int = 64

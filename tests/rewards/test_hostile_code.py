@@ -151,6 +151,12 @@ def test_integers_compare_exactly_floats_with_tolerance() -> None:
     assert _score(floats, "def f():\n    return 0.1 + 1e-9")["score"] == 1.0
 
 
+def test_exit_builtins_work_as_in_python() -> None:
+    assert _score(STDIN, ADD + "\nexit()")["score"] == 1.0
+    assert _score(STDIN, ADD + "\nquit(0)")["score"] == 1.0
+    assert _score(STDIN, ADD + "\nexit(1)")["score"] == 0.0
+
+
 def test_stdin_needs_a_clean_exit() -> None:
     assert _score(STDIN, "import sys\nsys.exit(0)")["score"] == 0.0
     assert _score(STDIN, ADD + "\nimport sys\nsys.exit(3)")["score"] == 0.0
