@@ -287,10 +287,19 @@ class Sandbox:
                 break
             data += chunk
             try:
-                return int(json.loads(data)["child-pid"])
-            except (ValueError, KeyError, TypeError):
+                return int(json.JSONDecoder().raw_decode(data.decode())[0]["child-pid"])
+            except (ValueError, KeyError, TypeError, IndexError):
                 continue
         return None
+
+    def _is_our_init(self, pid: int) -> bool:
+        """Whether ``pid`` is still bubblewrap's child (checked after pidfd_open, so it cannot be recycled after)."""
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+            return int(stat[stat.rindex(b")") + 2 :].split()[1]) == self.proc.pid
+        except (OSError, ValueError, IndexError):
+            return False
 
     def close(self) -> None:
         """Kill the sandbox and wait until every process in it is gone (idempotent; never raises)."""
@@ -303,7 +312,7 @@ class Sandbox:
                 try:
                     pidfd = os.pidfd_open(init_pid)
                     try:
-                        if self.proc.poll() is None:  # PID 1 is still bubblewrap's child: the pid is not reused
+                        if self._is_our_init(init_pid):
                             signal.pidfd_send_signal(pidfd, signal.SIGKILL)
                             killed = True
                     finally:
