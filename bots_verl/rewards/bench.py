@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -203,24 +204,46 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--baseline", help="root of another checkout to compare with (e.g. /work/main)")
     parser.add_argument("--threads", type=int, default=8, help="scoring threads, like verl's reward thread pool")
     parser.add_argument("--seconds", type=float, default=5.0, help="minimum timed seconds per figure")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="alternate the two trees this many times and report medians (for noise)"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         print(json.dumps(_measure(args.threads, args.seconds)))
         return
     here = str(Path(__file__).resolve().parents[2])
-    after = _run_tree(here, args.threads, args.seconds)
-    before = _run_tree(args.baseline, args.threads, args.seconds) if args.baseline else None
+    afters, befores = [], []
+    for repeat in range(args.repeat):
+        # Alternate the order, so that a change in machine load does not favour one tree.
+        order = (
+            [(here, afters), (args.baseline, befores)]
+            if repeat % 2 == 0
+            else [(args.baseline, befores), (here, afters)]
+        )
+        for root, runs in order:
+            if root:
+                runs.append(_run_tree(root, args.threads, args.seconds))
     load = os.getloadavg()
-    print(f"# {os.cpu_count()} CPUs, load average {load[0]:.1f}; {args.threads} scoring threads; answers per second")
+    print(
+        f"# {os.cpu_count()} CPUs, load average {load[0]:.1f} (1 min); {args.threads} scoring threads; answers per "
+        f"second, median of {args.repeat} run(s)"
+    )
     header = f"{'workload':22s} {'after':>10s}"
-    if before:
+    if befores:
         header += f" {'before':>10s} {'after/before':>13s}"
+        if args.repeat > 1:
+            header += f" {'ratio range':>14s}"
     print(header)
-    for name, value in after.items():
-        line = f"{name:22s} {value:10.1f}"
-        if before:
-            line += f" {before[name]:10.1f} {value / before[name]:13.2f}"
+    for name in afters[0]:
+        after = statistics.median(run[name] for run in afters)
+        line = f"{name:22s} {after:10.1f}"
+        if befores:
+            before = statistics.median(run[name] for run in befores)
+            ratios = [a[name] / b[name] for a, b in zip(afters, befores, strict=True)]
+            line += f" {before:10.1f} {statistics.median(ratios):13.2f}"
+            if args.repeat > 1:
+                line += f" {min(ratios):6.2f}-{max(ratios):<7.2f}"
         print(line)
 
 

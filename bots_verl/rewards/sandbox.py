@@ -138,15 +138,18 @@ _SEMAPHORE_LOCK = threading.Lock()
 
 @contextlib.contextmanager
 def concurrency_slot() -> Iterator[None]:
-    """Hold one of ``$BOTS_CODE_MAX_CONCURRENT`` (default: the CPU count) slots for running code in this process.
+    """Hold one of ``$BOTS_CODE_MAX_CONCURRENT`` (default: twice the CPU count) slots for running code in this process.
 
     verl calls the reward from a thread pool of up to 32 threads per reward worker; without a cap, 32 programs at
-    1 GiB each would run at once. Waiting for a slot does not count against an answer's time limit.
+    1 GiB each would run at once, and wall-clock limits would fail honest programs starved of CPU. A sandbox spends
+    part of its life waiting on the kernel (namespaces, fork, pipes), so two per CPU keep the CPUs busy. Waiting for
+    a slot does not count against an answer's time limit.
     """
     global _SEMAPHORE
     with _SEMAPHORE_LOCK:
         if _SEMAPHORE is None:
-            _SEMAPHORE = threading.BoundedSemaphore(int(os.environ.get(ENV_MAX_CONCURRENT) or os.cpu_count() or 1))
+            slots = int(os.environ.get(ENV_MAX_CONCURRENT) or 2 * (os.cpu_count() or 1))
+            _SEMAPHORE = threading.BoundedSemaphore(max(1, slots))
         semaphore = _SEMAPHORE
     with semaphore:
         yield
