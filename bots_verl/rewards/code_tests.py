@@ -23,7 +23,7 @@ from typing import Any
 
 from bots_verl.rewards.code_compare import FLOAT_TOL
 
-__all__ = ["Call", "functional_calls"]
+__all__ = ["Call", "deep_eq_test_code", "functional_calls"]
 
 # _deep_eq's default tolerance in GURU's TACO/PrimeIntellect tests (used when the helper's default is not a literal).
 _DEEP_EQ_TOL = 1e-5
@@ -203,6 +203,28 @@ def _deep_eq_loop(tree: ast.Module) -> list[Call] | None:
             expected = list(output)  # tuple(o): a tuple result, compared element-wise like a list
         calls.append(Call(name, list(args), {}, expected, tol, via))
     return calls or None
+
+
+def deep_eq_test_code(inputs: list, outputs: list, entry: str) -> str:
+    """GURU's TACO/PrimeIntellect test code for call tests of ``entry`` (as Reasoning360's preprocessing writes it).
+
+    Args:
+        inputs: argument lists, one per test.
+        outputs: expected values, each wrapped in a list (``[value]``; longer lists mean a tuple result).
+        entry: the function called, e.g. ``"add"`` or ``"Solution().add"``.
+    """
+    return (
+        f"_inputs = {inputs!r}\n_outputs = {outputs!r}\nimport math\n"
+        "def _deep_eq(a, b, tol=1e-5):\n"
+        "    if isinstance(a, float) or isinstance(b, float):\n"
+        "        return math.isclose(a, b, rel_tol=tol, abs_tol=tol)\n"
+        "    if isinstance(a, (list, tuple)):\n"
+        "        if len(a) != len(b): return False\n"
+        "        return all(_deep_eq(x, y, tol) for x, y in zip(a, b))\n"
+        "    return a == b\n\n"
+        "for i, o in zip(_inputs, _outputs):\n"
+        f"    assert _deep_eq({entry}(*i), o[0] if len(o) == 1 else tuple(o))\n"
+    )
 
 
 def _expression(source: str) -> str:

@@ -15,14 +15,13 @@ import atexit
 import logging
 import math
 import os
-import signal
 import subprocess
 import sys
 import threading
 import time
 
 from bots_verl.rewards._harness import read_frame, write_frame
-from bots_verl.rewards.sandbox import Channel, ChannelClosed, DeadlineExceeded
+from bots_verl.rewards.sandbox import Channel, ChannelClosed, DeadlineExceeded, kill_session
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
@@ -64,10 +63,7 @@ class _Worker:
             raise ImportError(f"the math reward needs math-verify (pip install math-verify): {error}")
 
     def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
+        kill_session(self.proc)
         self.proc.wait()
         self.channel.close()
 

@@ -62,6 +62,7 @@ __all__ = [
     "SandboxUnavailableError",
     "check_isolation",
     "concurrency_slot",
+    "kill_session",
     "launch",
     "resolve_isolation",
 ]
@@ -323,17 +324,11 @@ class Sandbox:
                 except (OSError, AttributeError):
                     pass
             if not killed:
-                try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                except OSError:
-                    pass
+                kill_session(self.proc)
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                except OSError:
-                    pass
+                kill_session(self.proc)
                 self.proc.wait()
         self.channel.close()
         if self._info_fd is not None:
@@ -348,6 +343,14 @@ class Sandbox:
         if self._workdir is not None:
             _remove_tree(self._workdir)
             self._workdir = None
+
+
+def kill_session(proc: subprocess.Popen) -> None:
+    """SIGKILL the process group of a child started with ``start_new_session=True`` (never raises)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 def _remove_tree(path: str) -> None:

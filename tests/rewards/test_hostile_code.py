@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from bots_verl.rewards import compute_score
+from bots_verl.rewards.code_tests import deep_eq_test_code
 
 pytestmark = pytest.mark.usefixtures("sandbox")
 
@@ -46,20 +47,7 @@ JUDGED = json.dumps(
     }
 )
 # GURU's TACO/PrimeIntellect form: a _deep_eq loop over literal inputs and outputs.
-TACO = json.dumps(
-    {
-        "functional": "_inputs = [[1, 2], [3, 4]]\n_outputs = [[3], [7]]\nimport math\n"
-        "def _deep_eq(a, b, tol=1e-5):\n"
-        "    if isinstance(a, float) or isinstance(b, float):\n"
-        "        return math.isclose(a, b, rel_tol=tol, abs_tol=tol)\n"
-        "    if isinstance(a, (list, tuple)):\n"
-        "        if len(a) != len(b): return False\n"
-        "        return all(_deep_eq(x, y, tol) for x, y in zip(a, b))\n"
-        "    return a == b\n\n"
-        "for i, o in zip(_inputs, _outputs):\n"
-        "    assert _deep_eq(add(*i), o[0] if len(o) == 1 else tuple(o))\n"
-    }
-)
+TACO = json.dumps({"functional": deep_eq_test_code([[1, 2], [3, 4]], [[3], [7]], "add")})
 TWO_SUM = (
     "class Solution:\n"
     "    def twoSum(self, nums, target):\n"
