@@ -25,8 +25,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bots_verl.rewards.code_tests import deep_eq_test_code
-
 __all__ = ["main"]
 
 _PREFIX = (
@@ -70,7 +68,20 @@ def _code_cases() -> dict[str, tuple]:
         for k in range(4)
     )
     leetcode += "\ncheck(Solution().twoSum)\n"
-    taco = deep_eq_test_code([[i, i + 1] for i in range(8)], [[2 * i + 1] for i in range(8)], "add")
+    # GURU's TACO/PrimeIntellect form (bots_verl.rewards.code_tests.deep_eq_test_code writes the same; this file
+    # imports nothing of bots_verl but compute_score, because it also runs against older trees).
+    taco = (
+        f"_inputs = {[[i, i + 1] for i in range(8)]}\n_outputs = {[[2 * i + 1] for i in range(8)]}\nimport math\n"
+        "def _deep_eq(a, b, tol=1e-5):\n"
+        "    if isinstance(a, float) or isinstance(b, float):\n"
+        "        return math.isclose(a, b, rel_tol=tol, abs_tol=tol)\n"
+        "    if isinstance(a, (list, tuple)):\n"
+        "        if len(a) != len(b): return False\n"
+        "        return all(_deep_eq(x, y, tol) for x, y in zip(a, b))\n"
+        "    return a == b\n\n"
+        "for i, o in zip(_inputs, _outputs):\n"
+        "    assert _deep_eq(add(*i), o[0] if len(o) == 1 else tuple(o))\n"
+    )
     two_sum = (
         "class Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n        seen = {}\n"
         "        for i, x in enumerate(nums):\n            if target - x in seen:\n"
