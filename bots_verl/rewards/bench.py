@@ -10,6 +10,8 @@ imported) by calling ``compute_score`` from a thread pool, as verl's reward loop
 Every answer is correct and must score 1.0, otherwise the run stops: the figure is the cost of scoring answers that
 pass, the common case late in training. The workload is fixed (GURU-shaped problems with 8 tests each; math answers
 that match as strings and answers that need sympy). One warm-up round (sandbox probe, math workers) is not timed.
+Two figures per workload: answers per wall-clock second, and answers per CPU-second used by the scorer and every
+process it started (sandboxes, math workers), which depends much less on what else runs on the machine.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -138,8 +141,40 @@ _MATH_FAMILIES = {
 }
 
 
-def _throughput(compute_score, make_case, variants: int, threads: int, seconds: float) -> float:
-    """Answers per second over whole rounds until ``seconds`` have passed; ``make_case(i)`` is the i-th answer."""
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            for task in os.listdir(f"/proc/{parent}/task"):
+                with open(f"/proc/{parent}/task/{task}/children") as f:
+                    todo.extend(int(child) for child in f.read().split())
+        except OSError:
+            continue
+        if parent != pid:
+            found.append(parent)
+    return found
+
+
+def _tree_cpu() -> float:
+    """CPU seconds used so far by this process and its descendants: reaped ones (RUSAGE_CHILDREN) and live ones
+    (/proc, e.g. long-lived worker processes)."""
+    own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+    ticks = os.sysconf("SC_CLK_TCK")
+    for pid in _descendants(os.getpid()):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+def _throughput(compute_score, make_case, variants: int, threads: int, seconds: float) -> tuple[float, float]:
+    """(answers per wall-clock second, answers per CPU second of the whole process tree) over whole rounds until
+    ``seconds`` have passed; ``make_case(i)`` is the i-th answer."""
 
     def score(i: int) -> float:
         source, response, truth, extra = make_case(i)
@@ -149,17 +184,17 @@ def _throughput(compute_score, make_case, variants: int, threads: int, seconds: 
         scores = list(pool.map(score, range(variants)))  # warm-up: sandbox probe, math workers
         if scores != [1.0] * variants:
             raise SystemExit(f"bench: a correct answer did not score 1.0 ({scores}); fix that before timing")
-        done, start = variants, time.perf_counter()
+        done, start, cpu_start = variants, time.perf_counter(), _tree_cpu()
         while True:
             batch = range(done, done + max(threads, variants))
             list(pool.map(score, batch))
             done += len(batch)
             elapsed = time.perf_counter() - start
             if elapsed >= seconds:
-                return (done - variants) / elapsed
+                return (done - variants) / elapsed, (done - variants) / max(_tree_cpu() - cpu_start, 1e-9)
 
 
-def _measure(threads: int, seconds: float) -> dict[str, float]:
+def _measure(threads: int, seconds: float) -> dict[str, tuple[float, float]]:
     from bots_verl.rewards import compute_score
 
     def cycle(cases: list) -> tuple:
@@ -228,25 +263,21 @@ def main(argv: list[str] | None = None) -> None:
                 runs.append(_run_tree(root, args.threads, args.seconds))
     load = os.getloadavg()
     print(
-        f"# {os.cpu_count()} CPUs, load average {load[0]:.1f} (1 min); {args.threads} scoring threads; answers per "
-        f"second, median of {args.repeat} run(s)"
+        f"# {os.cpu_count()} CPUs, load average {load[0]:.1f} (1 min); {args.threads} scoring threads; median of "
+        f"{args.repeat} run(s)\n# wall: answers per second; cpu: answers per CPU-second of the scorer and every process"
+        " it started (less sensitive to other load on the machine)"
     )
-    header = f"{'workload':22s} {'after':>10s}"
+    columns = ["wall after", "cpu after"]
     if befores:
-        header += f" {'before':>10s} {'after/before':>13s}"
-        if args.repeat > 1:
-            header += f" {'ratio range':>14s}"
-    print(header)
+        columns += ["wall before", "cpu before", "wall ratio", "cpu ratio"]
+    print(f"{'workload':22s}" + "".join(f" {c:>11s}" for c in columns))
     for name in afters[0]:
-        after = statistics.median(run[name] for run in afters)
-        line = f"{name:22s} {after:10.1f}"
+        cells = [statistics.median(run[name][k] for run in afters) for k in (0, 1)]
         if befores:
-            before = statistics.median(run[name] for run in befores)
-            ratios = [a[name] / b[name] for a, b in zip(afters, befores, strict=True)]
-            line += f" {before:10.1f} {statistics.median(ratios):13.2f}"
-            if args.repeat > 1:
-                line += f" {min(ratios):6.2f}-{max(ratios):<7.2f}"
-        print(line)
+            cells += [statistics.median(run[name][k] for run in befores) for k in (0, 1)]
+            for k in (0, 1):
+                cells.append(statistics.median(a[name][k] / b[name][k] for a, b in zip(afters, befores, strict=True)))
+        print(f"{name:22s}" + "".join(f" {c:11.2f}" if c < 100 else f" {c:11.0f}" for c in cells))
 
 
 if __name__ == "__main__":
