@@ -183,18 +183,21 @@ class Channel:
     def __init__(self, write_fd: int | None, read_fd: int | None) -> None:
         self.write_fd, self.read_fd = write_fd, read_fd
         self._buffer = bytearray()
-        self._selector = selectors.DefaultSelector()
+        # One selector per direction: a writable pipe is almost always ready, and waiting for it together with the
+        # reading end would turn every wait for a reply into a busy loop.
+        self._selectors: dict[int, selectors.BaseSelector] = {}
         for fd, event in ((write_fd, selectors.EVENT_WRITE), (read_fd, selectors.EVENT_READ)):
             if fd is not None:
                 os.set_blocking(fd, False)
-                self._selector.register(fd, event)
+                self._selectors[fd] = selectors.DefaultSelector()
+                self._selectors[fd].register(fd, event)
 
     def _wait(self, fd: int, deadline: float) -> None:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise DeadlineExceeded
-            if any(key.fd == fd for key, _ in self._selector.select(remaining)):
+            if self._selectors[fd].select(remaining):
                 return
 
     def send(self, obj: Any, deadline: float) -> None:
@@ -249,7 +252,8 @@ class Channel:
             raise ChannelClosed("malformed frame") from err
 
     def close(self) -> None:
-        self._selector.close()
+        for selector in self._selectors.values():
+            selector.close()
         for fd in (self.write_fd, self.read_fd):
             if fd is not None:
                 try:
