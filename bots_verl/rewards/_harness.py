@@ -742,6 +742,8 @@ def main(argv: list[str]) -> None:
     """Entry point inside the sandbox: ``<role> <settings JSON>``."""
     role, settings = argv[0], json.loads(argv[1])
     {"worker": _worker, "judge": _judge, "probe": _probe}[role](settings)
+    # Exit at once: no waiting for threads or atexit hooks the program may have left in this process.
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -11,16 +11,17 @@ Every answer is correct and must score 1.0, otherwise the run stops: the figure 
 pass, the common case late in training. The workload is fixed (GURU-shaped problems with 8 tests each; math answers
 that match as strings and answers that need sympy). One warm-up round (sandbox probe, math workers) is not timed.
 Two figures per workload: answers per wall-clock second, and answers per CPU-second used by the scorer and every
-process it started (sandboxes, math workers), which depends much less on what else runs on the machine.
+process it started (sandboxes, math workers; counted in a cgroup, so it needs root), which depends much less on what
+else runs on the machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import math
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -141,38 +142,57 @@ _MATH_FAMILIES = {
 }
 
 
-def _descendants(pid: int) -> list[int]:
-    found, todo = [], [pid]
-    while todo:
-        parent = todo.pop()
+class _CpuMeter:
+    """CPU seconds used by this process and everything it starts, from a cgroup of its own.
+
+    Sandboxed programs live in PID namespaces whose processes are reaped inside the sandbox, so ``getrusage`` misses
+    them; a cgroup counts every process in it. Needs root and a cgroup v1 ``cpuacct`` or v2 hierarchy; otherwise
+    :meth:`seconds` returns ``None`` and the bench prints wall-clock figures only.
+    """
+
+    def __init__(self) -> None:
+        self.path: str | None = None
+        self._parent: str | None = None
+        for parent, usage in (("/sys/fs/cgroup/cpuacct", "cpuacct.usage"), ("/sys/fs/cgroup", "cpu.stat")):
+            if os.geteuid() != 0 or not os.path.exists(os.path.join(parent, usage)):
+                continue
+            path = os.path.join(parent, f"bots_bench_{os.getpid()}")
+            try:
+                os.makedirs(path, exist_ok=True)
+                with open(os.path.join(path, "cgroup.procs"), "w") as f:
+                    f.write(str(os.getpid()))
+            except OSError:
+                continue
+            self.path, self._parent, self._usage = path, parent, usage
+            atexit.register(self._remove)
+            return
+
+    def seconds(self) -> float | None:
+        if self.path is None:
+            return None
+        with open(os.path.join(self.path, self._usage)) as f:
+            text = f.read()
+        if self._usage == "cpuacct.usage":
+            return int(text) / 1e9
+        return int(dict(line.split() for line in text.splitlines())["usage_usec"]) / 1e6
+
+    def _remove(self) -> None:
         try:
-            for task in os.listdir(f"/proc/{parent}/task"):
-                with open(f"/proc/{parent}/task/{task}/children") as f:
-                    todo.extend(int(child) for child in f.read().split())
-        except OSError:
-            continue
-        if parent != pid:
-            found.append(parent)
-    return found
+            with open(os.path.join(self._parent, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+            os.rmdir(self.path)
+        except OSError:  # a child still exiting; the empty group is harmless
+            pass
 
 
-def _tree_cpu() -> float:
-    """CPU seconds used so far by this process and its descendants: reaped ones (RUSAGE_CHILDREN) and live ones
-    (/proc, e.g. long-lived worker processes)."""
-    own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    total = own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
-    ticks = os.sysconf("SC_CLK_TCK")
-    for pid in _descendants(os.getpid()):
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
-        except (OSError, IndexError, ValueError):
-            continue
-    return total
+_CPU = None
 
 
-def _throughput(compute_score, make_case, variants: int, threads: int, seconds: float) -> tuple[float, float]:
+def _cpu_seconds() -> float | None:
+    return _CPU.seconds() if _CPU is not None else None
+
+
+def _throughput(compute_score, make_case, variants: int, threads: int, seconds: float) -> tuple[float, float | None]:
     """(answers per wall-clock second, answers per CPU second of the whole process tree) over whole rounds until
     ``seconds`` have passed; ``make_case(i)`` is the i-th answer."""
 
@@ -184,17 +204,21 @@ def _throughput(compute_score, make_case, variants: int, threads: int, seconds: 
         scores = list(pool.map(score, range(variants)))  # warm-up: sandbox probe, math workers
         if scores != [1.0] * variants:
             raise SystemExit(f"bench: a correct answer did not score 1.0 ({scores}); fix that before timing")
-        done, start, cpu_start = variants, time.perf_counter(), _tree_cpu()
+        done, start, cpu_start = variants, time.perf_counter(), _cpu_seconds()
         while True:
             batch = range(done, done + max(threads, variants))
             list(pool.map(score, batch))
             done += len(batch)
             elapsed = time.perf_counter() - start
             if elapsed >= seconds:
-                return (done - variants) / elapsed, (done - variants) / max(_tree_cpu() - cpu_start, 1e-9)
+                cpu_end = _cpu_seconds()
+                per_cpu = None if cpu_start is None else (done - variants) / max(cpu_end - cpu_start, 1e-9)
+                return (done - variants) / elapsed, per_cpu
 
 
-def _measure(threads: int, seconds: float) -> dict[str, tuple[float, float]]:
+def _measure(threads: int, seconds: float) -> dict[str, tuple[float, float | None]]:
+    global _CPU
+    _CPU = _CpuMeter()  # before any thread or child exists, so that all of them are counted
     from bots_verl.rewards import compute_score
 
     def cycle(cases: list) -> tuple:
@@ -265,19 +289,31 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"# {os.cpu_count()} CPUs, load average {load[0]:.1f} (1 min); {args.threads} scoring threads; median of "
         f"{args.repeat} run(s)\n# wall: answers per second; cpu: answers per CPU-second of the scorer and every process"
-        " it started (less sensitive to other load on the machine)"
+        " it started, from a cgroup (less sensitive to other load on the machine; n/a without root)"
     )
     columns = ["wall after", "cpu after"]
     if befores:
         columns += ["wall before", "cpu before", "wall ratio", "cpu ratio"]
     print(f"{'workload':22s}" + "".join(f" {c:>11s}" for c in columns))
     for name in afters[0]:
-        cells = [statistics.median(run[name][k] for run in afters) for k in (0, 1)]
+        cells = [_median(run[name][k] for run in afters) for k in (0, 1)]
         if befores:
-            cells += [statistics.median(run[name][k] for run in befores) for k in (0, 1)]
+            cells += [_median(run[name][k] for run in befores) for k in (0, 1)]
             for k in (0, 1):
-                cells.append(statistics.median(a[name][k] / b[name][k] for a, b in zip(afters, befores, strict=True)))
-        print(f"{name:22s}" + "".join(f" {c:11.2f}" if c < 100 else f" {c:11.0f}" for c in cells))
+                pairs = [(a[name][k], b[name][k]) for a, b in zip(afters, befores, strict=True)]
+                cells.append(_median(None if None in pair else pair[0] / pair[1] for pair in pairs))
+        print(f"{name:22s}" + "".join(_cell(c) for c in cells))
+
+
+def _median(values) -> float | None:
+    values = list(values)
+    return None if None in values else statistics.median(values)
+
+
+def _cell(value: float | None) -> str:
+    if value is None:
+        return f" {'n/a':>11s}"
+    return f" {value:11.2f}" if value < 100 else f" {value:11.0f}"
 
 
 if __name__ == "__main__":

@@ -201,14 +201,17 @@ def _run_status(reply: Any, expected: str) -> str:
 
 def _stdin_tests(code: str, inputs: list, outputs: list, limits: Limits, isolation: str, deadline: float) -> tuple:
     box = launch("worker", {"kind": "stdin"}, isolation, limits)
-    passed = 0
+    passed, idle = 0, False  # idle: the harness answered everything asked and waits for more
     try:
         failure = _load(box, code, "", deadline)
+        idle = True
         if failure:
             return passed, failure
         for stdin, expected in zip(inputs, outputs, strict=True):
+            idle = False
             box.channel.send({"stdin": _as_text(stdin)}, deadline)
             status = _run_status(box.channel.recv(deadline, _frame_cap(limits)), _as_text(expected))
+            idle = True
             if status != "ok":
                 return passed, status
             passed += 1
@@ -218,13 +221,13 @@ def _stdin_tests(code: str, inputs: list, outputs: list, limits: Limits, isolati
     except ChannelClosed:
         return passed, "error"
     finally:
-        box.close()
+        box.close(graceful=idle)
 
 
 def _call_tests(code: str, prefix: str, plan: _Plan, limits: Limits, isolation: str, deadline: float) -> tuple:
     """Run the calls one by one and compare each result here; (tests passed, status)."""
     box = launch("worker", {"kind": "call"}, isolation, limits)
-    passed = 0
+    passed, idle = 0, False  # idle: the harness answered everything asked and waits for more
 
     def failed(status: str) -> tuple[int, str]:
         # A functional test converted to calls is one test: it passes only as a whole.
@@ -232,14 +235,17 @@ def _call_tests(code: str, prefix: str, plan: _Plan, limits: Limits, isolation: 
 
     try:
         failure = _load(box, code, prefix, deadline)
+        idle = True
         if failure:
             return failed(failure)
         for call in plan.calls:
             request = {"target": {"entry": call.entry, "via": call.via}, "args": encode_value(call.args)}
             if call.kwargs:
                 request["kwargs"] = encode_value(call.kwargs)
+            idle = False
             box.channel.send(request, deadline)
             reply = box.channel.recv(deadline, _frame_cap(limits))
+            idle = True
             if not isinstance(reply, dict) or reply.get("ok") is not True:
                 return failed("error")
             try:
@@ -255,7 +261,7 @@ def _call_tests(code: str, prefix: str, plan: _Plan, limits: Limits, isolation: 
     except ChannelClosed:
         return failed("error")
     finally:
-        box.close()
+        box.close(graceful=idle)
 
 
 def _functional_test(code: str, test: str, prefix: str, limits: Limits, isolation: str, deadline: float) -> tuple:
@@ -279,16 +285,19 @@ def _functional_test(code: str, test: str, prefix: str, limits: Limits, isolatio
     finally:
         for fd in (to_worker_r, to_worker_w, from_worker_r, from_worker_w):
             os.close(fd)
+    done = False
     try:
         judge.channel.send({"prefix": prefix, "test": test, "worker": {"code": code, "prefix": prefix}}, deadline)
         verdict = judge.channel.recv(deadline, 1 << 20)
+        done = True
     except DeadlineExceeded:
         return 0, "timeout"
     except ChannelClosed:
         return 0, "error"
     finally:
-        judge.close()
-        worker.close()
+        # After a verdict the judge is idle; once it exits, the worker reads end of file from it and exits too.
+        judge.close(graceful=done)
+        worker.close(graceful=done)
     if not isinstance(verdict, dict):
         return 0, "error"
     if verdict.get("passed") is True:

@@ -83,6 +83,8 @@ _SECCOMP = filter_program()
 # Root-run sandboxes drop to uid BASE + (pid << 8) + slot: unique per live sandbox on the machine (pid < 2**22).
 _UID_BASE = 1 << 31
 _UID_SLOTS = 256
+# Seconds an idle harness gets to exit on end of file before it is killed.
+_GRACE_S = 1.0
 
 
 class SandboxUnavailableError(RuntimeError):
@@ -251,15 +253,27 @@ class Channel:
         except (ValueError, RecursionError) as err:  # not JSON, or nested too deeply for the decoder
             raise ChannelClosed("malformed frame") from err
 
+    def close_writer(self) -> None:
+        """Close the writing end (the other side reads end of file)."""
+        if self.write_fd is not None:
+            self._selectors.pop(self.write_fd).close()
+            try:
+                os.close(self.write_fd)
+            except OSError:
+                pass
+            self.write_fd = None
+
     def close(self) -> None:
+        self.close_writer()
         for selector in self._selectors.values():
             selector.close()
-        for fd in (self.write_fd, self.read_fd):
-            if fd is not None:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+        self._selectors.clear()
+        if self.read_fd is not None:
+            try:
+                os.close(self.read_fd)
+            except OSError:
+                pass
+            self.read_fd = None
 
 
 # ------------------------------------------------------------------------------------------------- sandbox
@@ -309,8 +323,20 @@ class Sandbox:
         except (OSError, ValueError, IndexError):
             return False
 
-    def close(self) -> None:
-        """Kill the sandbox and wait until every process in it is gone (idempotent; never raises)."""
+    def close(self, graceful: bool = False) -> None:
+        """End the sandbox and wait until every process in it is gone (idempotent; never raises).
+
+        Args:
+            graceful: the harness is idle (between requests): send it end of file and give it a moment to exit, so
+                that its processes are reaped through bubblewrap (their CPU time is then accounted to us); if it has
+                not exited by then, or without ``graceful``, kill it.
+        """
+        if graceful and self.proc.returncode is None:
+            self.channel.close_writer()
+            try:
+                self.proc.wait(timeout=_GRACE_S)
+            except subprocess.TimeoutExpired:
+                pass
         if self.proc.returncode is None:
             init_pid = self._namespace_init()
             killed = False
