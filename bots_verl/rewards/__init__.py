@@ -35,6 +35,7 @@ truth is a configuration/data error and raises ``ValueError``, and a missing san
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 from typing import Any
@@ -74,6 +75,7 @@ def _require_route(data_source: Any) -> tuple[str, str]:
     return route
 
 
+@functools.cache
 def _scorer(target: str) -> Callable[..., dict[str, Any]]:
     """Import a scorer on first use (math-verify and verl's sandbox client are heavy)."""
     module, _, name = target.partition(":")
