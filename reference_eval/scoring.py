@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -151,7 +152,5 @@ def check_scorable(scorer: Scorer, tasks: list[Task]) -> None:
 
 def check_data_sources(scorer: Scorer, tasks: list[Task]) -> None:
     """Deprecated name of :func:`check_scorable`, which now checks every row, not one row per data source."""
-    import warnings
-
     warnings.warn("check_data_sources is deprecated; use check_scorable", DeprecationWarning, stacklevel=2)
     check_scorable(scorer, tasks)
