@@ -175,7 +175,8 @@ def test_knobs_and_passthrough(tmp_path: Path, data_dir: Path) -> None:
 
 def test_unknown_method_stops_the_script(tmp_path: Path, data_dir: Path) -> None:
     script = tmp_path / "run_bad.sh"
-    script.write_text(f'set -euo pipefail\nDOMAIN=math MODEL_PATH=m METHOD=mopps\nsource "{RECIPES}/common.sh"\nbots_launch\n')
+    lines = ["set -euo pipefail", "DOMAIN=math MODEL_PATH=m METHOD=mopps", f"source {RECIPES}/common.sh", "bots_launch"]
+    script.write_text("\n".join(lines) + "\n")
     with pytest.raises(RuntimeError, match=r"unknown METHOD 'mopps'"):
         record(script, tmp_path / "out", data_dir)
 
