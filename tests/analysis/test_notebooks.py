@@ -34,7 +34,7 @@ def kernel_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, known: Path) -> 
     monkeypatch.delenv("MPLBACKEND", raising=False)
     for seed in (0, 1):
         hparams = {"selector": "bots", "hparams": {"rho": 0.5}}
-        write_run(known, "bots_rho0.5", seed, CURVES[("offline", seed)], hparams=hparams)
+        write_run(known, "bots_rho0.5", seed, CURVES[("offline_easy2hard", seed)], hparams=hparams)
     monkeypatch.setenv("BOTS_RUNS", str(known))
     return known
 
