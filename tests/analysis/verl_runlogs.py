@@ -10,7 +10,6 @@ the steps after the last checkpoint. Only the numbers are made up (a GPU run wou
 
 from __future__ import annotations
 
-import copy
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,7 +30,8 @@ def recipe_runs(script: str, out: Path, seeds: tuple[int, ...], **env: str) -> I
     """Yield ``(experiment, seed, config)`` for every run ``script`` launches, once per seed.
 
     One config per run is composed (hydra's compose is the slow part); the other seeds' configs are that config with
-    the seed-dependent keys set to what the recipe records for them, after checking that no other key differs.
+    the seed-dependent keys set to what the recipe records for them, after checking that no other key differs. The
+    same config object is updated in place from seed to seed, so use each one before asking for the next.
     """
     recorded = {
         seed: record(RECIPES / script, out / f"argv_s{seed}", Path("/nonexistent"), SEED=str(seed), **env)
@@ -43,12 +43,11 @@ def recipe_runs(script: str, out: Path, seeds: tuple[int, ...], **env: str) -> I
             other = recorded[seed][experiment.replace(f"_s{first}", f"_s{seed}")]
             changed = {a.split("=", 1)[0] for a in set(argv) ^ set(other)}
             assert changed <= SEED_KEYS, changed
-            cfg = copy.deepcopy(config)
             for item in other:
                 key, _, value = item.partition("=")
                 if key in SEED_KEYS:
-                    _set(cfg, key, value)
-            yield experiment.replace(f"_s{first}", f"_s{seed}"), seed, cfg
+                    _set(config, key, value)
+            yield experiment.replace(f"_s{first}", f"_s{seed}"), seed, config
 
 
 def _set(cfg: Any, dotted: str, value: str) -> None:
