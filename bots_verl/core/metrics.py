@@ -4,8 +4,17 @@ One implementation of each metric lives here (numpy and the standard library onl
 run are scored the same way. Definitions follow the paper (arXiv 2510.26374, Sec. 4; see also its reviews):
 
 - **ETR** (effective task ratio): the share of a batch whose rollout group is neither all-wrong nor all-right.
-- **TTB(x)** (time to baseline): the steps a method needs to reach the baseline's (Random's) best-so-far score at
-  ``x`` of the training budget, divided by ``x`` of the budget. Below 1 is faster; NaN means never reached.
+- **TTB(x)** (time to baseline): the steps a method needs to reach the baseline's (Random's) best score within the
+  first ``x`` of the training budget, divided by a denominator (below 1 is faster; NaN means never reached):
+
+  - ``denominator="baseline"`` (default, the convention the paper's tables imply): the steps the baseline itself
+    needed to first reach that score. Random's own TTB is then exactly 1.00 in every column, as in the paper's
+    main table (its Random row reads 1.00 everywhere), whatever the evaluation grid. If the baseline
+    reached it at step 0 (its best within ``x`` is the initial evaluation), the ratio is 1 for a method that also
+    reached it at step 0 and ``inf`` for one that needed any training.
+  - ``denominator="budget"``: ``x`` of the budget (``x * total_steps``), the reading of an earlier version of this
+    module. Random's own TTB is then below 1 whenever its best within ``x`` came before the horizon, and it depends
+    on where the evaluations fall.
 - **BSF(x)** (best so far): the method's best score within the first ``x`` of the budget over the baseline's best
   within the same steps. Above 1 is better.
 
@@ -20,12 +29,17 @@ from typing import NamedTuple
 
 import numpy as np
 
+#: The accepted ``denominator`` values of :func:`ttb` (the first is the default).
+TTB_DENOMINATORS = ("baseline", "budget")
+
 __all__ = [
+    "TTB_DENOMINATORS",
     "Interval",
     "best_so_far",
     "best_within",
     "bsf",
     "budget_horizon",
+    "check_ttb_denominator",
     "effective_task_ratio",
     "interval",
     "paired_interval",
@@ -94,6 +108,17 @@ def budget_horizon(fraction: float, total_steps: float) -> float:
     return fraction * total_steps
 
 
+def check_ttb_denominator(denominator: str) -> str:
+    """Return ``denominator`` if it is one of :data:`TTB_DENOMINATORS`.
+
+    Raises:
+        ValueError: naming the accepted values.
+    """
+    if denominator not in TTB_DENOMINATORS:
+        raise ValueError(f"TTB denominator must be one of {TTB_DENOMINATORS}, got {denominator!r}")
+    return denominator
+
+
 def ttb(
     steps: np.ndarray,
     values: np.ndarray,
@@ -101,6 +126,7 @@ def ttb(
     base_values: np.ndarray,
     fraction: float,
     total_steps: float,
+    denominator: str = "baseline",
 ) -> float:
     """Time to baseline at ``fraction`` of the budget (see the module docstring); NaN if never reached.
 
@@ -109,10 +135,26 @@ def ttb(
         base_steps, base_values: the baseline's (Random's) curve.
         fraction: the budget fraction, in (0, 1].
         total_steps: the training budget in steps.
+        denominator: ``"baseline"`` (the baseline's own steps to its target; Random scores exactly 1) or
+            ``"budget"`` (``fraction * total_steps``).
+
+    Raises:
+        ValueError: for a fraction outside (0, 1], an unknown denominator or malformed curves.
     """
+    check_ttb_denominator(denominator)
     horizon = budget_horizon(fraction, total_steps)
     target = best_within(base_steps, base_values, horizon)
-    return steps_to_reach(steps, values, target) / horizon
+    reached = steps_to_reach(steps, values, target)
+    if denominator == "budget":
+        return reached / horizon
+    base_reached = steps_to_reach(base_steps, base_values, target)
+    if not (np.isfinite(reached) and np.isfinite(base_reached)):
+        return float("nan")
+    if base_reached == 0:
+        # The baseline's best within the horizon is its initial evaluation: matching it without training is parity,
+        # needing any training is infinitely slower.
+        return 1.0 if reached == 0 else float("inf")
+    return reached / base_reached
 
 
 def bsf(
