@@ -22,9 +22,9 @@ class RandomSelector(Selector):
     """Uniform sampling: unique within a batch, independent across batches (the paper's normalising baseline)."""
 
     @classmethod
-    def bytes_per_task(cls, reference_columns: int) -> int:
+    def bytes_per_task(cls, reference_columns: int, hparams: Mapping[str, Any] | None = None) -> int:
         # Generator.choice without replacement permutes or hashes the pool (up to two int64 arrays).
-        return super().bytes_per_task(reference_columns) + 16
+        return super().bytes_per_task(reference_columns, hparams) + 16
 
     def _select(self, batch_size: int) -> np.ndarray:
         return self.rng.choice(self.num_tasks, size=batch_size, replace=False).astype(np.int64)
@@ -39,8 +39,8 @@ class _CursorSelector(Selector):
         self.order = self._order()
 
     @classmethod
-    def bytes_per_task(cls, reference_columns: int) -> int:
-        return super().bytes_per_task(reference_columns) + 8  # the order (int64)
+    def bytes_per_task(cls, reference_columns: int, hparams: Mapping[str, Any] | None = None) -> int:
+        return super().bytes_per_task(reference_columns, hparams) + 8  # the order (int64)
 
     def _order(self) -> np.ndarray:
         return np.arange(self.num_tasks, dtype=np.int64)
@@ -78,8 +78,9 @@ class OfflineEasy2HardSelector(_CursorSelector):
     needs_reference: ClassVar[bool] = True
 
     @classmethod
-    def bytes_per_task(cls, reference_columns: int) -> int:
-        return super().bytes_per_task(reference_columns) + 8 * (reference_columns + 2)  # lexsort's keys and result
+    def bytes_per_task(cls, reference_columns: int, hparams: Mapping[str, Any] | None = None) -> int:
+        # lexsort's keys and result
+        return super().bytes_per_task(reference_columns, hparams) + 8 * (reference_columns + 2)
 
     def _order(self) -> np.ndarray:
         ref = self.reference

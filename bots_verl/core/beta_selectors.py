@@ -23,7 +23,13 @@ from bots_verl.core.posterior import BetaPosterior
 from bots_verl.core.registry import EVIDENCE, SELECTION_RULES, SELECTORS, Registry, defaults_of
 from bots_verl.core.selection_rules import SelectionRule
 from bots_verl.core.selector_base import Selector, moved_to_simulator
-from bots_verl.core.validation import check_real_array, check_scalars, check_unit_interval, require_keys
+from bots_verl.core.validation import (
+    MAX_ATTEMPTS,
+    check_real_array,
+    check_scalars,
+    check_unit_interval,
+    require_keys,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -67,13 +73,14 @@ class BetaPosteriorSelector(Selector):
     RULES: ClassVar[Registry[SelectionRule]] = SELECTION_RULES
 
     @classmethod
-    def bytes_per_task(cls, reference_columns: int) -> int:
+    def bytes_per_task(cls, reference_columns: int, hparams: Mapping[str, Any] | None = None) -> int:
         """Counter, references, posterior and plug-in, plus the larger of what select and update allocate."""
-        held, working = EVIDENCE[cls.DEFAULTS["evidence"]].bytes_per_task(reference_columns)
+        evidence = EVIDENCE.get((hparams or {}).get("evidence", cls.DEFAULTS["evidence"]), ImplicitEvidence)
+        held, working = evidence.bytes_per_task(reference_columns)
         # select: Thompson draws, their scores, argpartition's indices; update: the plug-in's prediction and state,
         # then the new alpha and beta and the implicit pseudo-counts
         transient = max(24, working + BetaPosterior.WORKING_BYTES_PER_TASK)
-        return super().bytes_per_task(reference_columns) + BetaPosterior.HELD_BYTES_PER_TASK + held + transient
+        return super().bytes_per_task(reference_columns, hparams) + BetaPosterior.HELD_BYTES_PER_TASK + held + transient
 
     def _param_groups(self, given: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         evidence = EVIDENCE.lookup(given.get("evidence", self.DEFAULTS["evidence"]))
@@ -95,8 +102,8 @@ class BetaPosteriorSelector(Selector):
         # A dry run on a one-task pool checks the rule's parameters now rather than at the first select.
         self._rule(np.ones(1), np.ones(1), 1, np.random.default_rng(0), **self._rule_params)
         m = hp["implicit_scale"]
-        if m is not None and not (np.isfinite(float(m)) and float(m) > 0):
-            raise ValueError(f"implicit_scale must be positive or None, got {m!r}")
+        if m is not None and not (np.isfinite(float(m)) and 0 < float(m) <= MAX_ATTEMPTS):
+            raise ValueError(f"implicit_scale must be positive (at most {MAX_ATTEMPTS:g}) or None, got {m!r}")
         self.implicit_scale = None if m is None else float(m)
         evidence_cls: type[ImplicitEvidence] = EVIDENCE.lookup(hp["evidence"])
         self.evidence = evidence_cls(self.num_tasks, self.reference, **{k: hp[k] for k in evidence_cls.DEFAULTS})

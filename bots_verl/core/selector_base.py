@@ -105,7 +105,7 @@ class Selector:
         self.num_tasks = int(num_tasks)
         self._refuse(hparams)
         columns = 0 if reference_pass_rates is None else (np.shape(reference_pass_rates)[1:] or (1,))[0]
-        check_pool_fits(self.name, self.num_tasks, self.bytes_per_task(columns))
+        check_pool_fits(self.name, self.num_tasks, self.bytes_per_task(columns, hparams))
         self.seed = int(seed)
         base, own, *extra = split_known_params(hparams, self._param_groups(hparams))
         self.hparams = {**own, **{k: v for group in extra for k, v in group.items()}}
@@ -121,8 +121,13 @@ class Selector:
         self.last_batch_stats: dict[str, float] = {}
 
     @classmethod
-    def bytes_per_task(cls, reference_columns: int) -> int:
-        """Peak bytes per pool task (see :mod:`bots_verl.core.memory`): the selection counter and the references."""
+    def bytes_per_task(cls, reference_columns: int, hparams: Mapping[str, Any] | None = None) -> int:
+        """Peak bytes per pool task (see :mod:`bots_verl.core.memory`): the selection counter and the references.
+
+        Args:
+            reference_columns: columns of the reference pass rates (0 without).
+            hparams: the hyperparameters the selector is built with (they may choose what it allocates).
+        """
         return 4 + 8 * reference_columns
 
     def _refuse(self, hparams: Mapping[str, Any]) -> None:

@@ -53,6 +53,8 @@ def test_a_pool_that_cannot_fit_is_refused_with_the_estimate(monkeypatch):
     # the check runs before anything pool-sized is allocated; a pool that fits is built
     build_selector("bots", 1000, reference_pass_rates=np.zeros((1000, 2)))
     assert per_task * 1000 < 2_000_000_000
+    # the estimate follows the plug-in actually chosen
+    assert SELECTORS["bots"].bytes_per_task(2, {"evidence": "irt"}) == SELECTORS["bots_plus"].bytes_per_task(2)
 
 
 def test_available_memory_is_known_on_linux():

@@ -81,6 +81,7 @@ def test_bad_batch_size(batch_size):
         ({"reference_pass_rates": REF, "alpha0": 0}, "alpha0"),
         ({"reference_pass_rates": REF, "tau": 0.1}, "unknown hyperparameter 'tau'"),  # softmax only
         ({"reference_pass_rates": REF, "implicit_scale": -1}, "implicit_scale"),
+        ({"reference_pass_rates": REF, "implicit_scale": 1e308}, "implicit_scale"),
     ],
 )
 def test_bad_construction(kwargs, message):
