@@ -71,7 +71,8 @@ class PaperBOTS:
         degenerate_tol: float = 1e-3,
     ) -> None:
         n = len(reference) if reference is not None else num_tasks
-        assert n is not None, "give reference or num_tasks"
+        if n is None:
+            raise ValueError("give reference or num_tasks")
         self.weak = None if reference is None else np.asarray(reference, dtype=float)[:, 0]
         self.strong = None if reference is None else np.asarray(reference, dtype=float)[:, 1]
         self.alpha0, self.beta0 = alpha0, beta0
