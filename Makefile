@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 # torch 2.13.0 is the CPU build on our CI image; asking for another version pulls the CUDA wheels.
 TORCH ?= torch==2.13.0
 
-.PHONY: install-test install-demo system-deps test lint demo clean
+.PHONY: install-test install-demo system-deps test test-core lint typecheck demo clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +15,7 @@ $(VENV)/bin/python:
 $(VENV)/.installed-test: setup.py | $(VENV)/bin/python
 	$(PIP) install -q $(TORCH)
 	$(PIP) install -q -e ".[verl,test,sim,analysis,math,reference]"
-	touch $@
+	touch $@ $(VENV)/.installed-core
 
 $(VENV)/.installed-demo: setup.py | $(VENV)/bin/python
 	$(PIP) install -q -e ".[sim]"
@@ -24,9 +24,25 @@ $(VENV)/.installed-demo: setup.py | $(VENV)/bin/python
 install-test: $(VENV)/.installed-test
 install-demo: $(VENV)/.installed-demo
 
-lint: install-test
+# The linter alone (seconds): installs only ruff into the venv when it is missing.
+$(VENV)/bin/ruff: | $(VENV)/bin/python
+	$(PIP) install -q ruff
+
+lint: $(VENV)/bin/ruff
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# Type checking of the numpy core and the simulator (settings in pyproject.toml).
+typecheck: install-test
+	$(VENV)/bin/mypy
+
+# The fast inner loop (seconds): core and simulator unit tests; needs numpy, pytest and hypothesis, not verl or torch.
+$(VENV)/.installed-core: setup.py | $(VENV)/bin/python
+	$(PIP) install -q -e ".[sim]" pytest hypothesis
+	touch $@
+
+test-core: $(VENV)/.installed-core
+	$(PY) -m pytest -q tests/core tests/sim
 
 # Code rewards run model-written programs in bubblewrap sandboxes (the Debian/Ubuntu package `bubblewrap`, not on PyPI).
 # Installed with apt-get when missing and possible (root, or passwordless sudo); otherwise the code-reward tests that
@@ -41,11 +57,11 @@ system-deps:
 	  command -v bwrap >/dev/null 2>&1 || echo "WARNING: bubblewrap (bwrap) is missing; install it (apt-get install \
 	bubblewrap) to run the code-reward sandbox tests"; }
 
-test: install-test lint system-deps
+test: install-test lint typecheck system-deps
 	$(PY) -m pytest -q tests
 
 demo: install-demo
 	$(PY) -m bots_verl.sim --preset demo
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .ruff_cache
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache .mypy_cache

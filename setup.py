@@ -32,7 +32,7 @@ EXTRAS = {
     "analysis": ["matplotlib", "jupytext", "nbclient", "nbformat", "ipykernel", "tensorboard"],
     # reference_eval/: the transformers backend (small models on CPU), progress bar and plots.
     "reference": ["transformers", "tokenizers", "tqdm", "matplotlib"],
-    "test": ["pytest", "pytest-timeout", "hypothesis", "ruff", "transformers", "tokenizers"],
+    "test": ["pytest", "pytest-timeout", "hypothesis", "ruff", "mypy", "transformers", "tokenizers"],
 }
 EXTRAS["all"] = sorted({req for name, reqs in EXTRAS.items() if name != "gpu" for req in reqs})
 

@@ -1,9 +1,13 @@
-"""Regenerate the paper's tables and figures from run logs (issue #7).
+"""Regenerate the paper's tables and figures from run logs (issues #7, #14).
 
 - :mod:`analysis.loader`: read runs (our run logs, the simulator's output, TensorBoard events, wandb CSV exports).
 - :mod:`analysis.metrics`: rollouts- and wall-clock-to-target on top of :mod:`bots_verl.core.metrics`.
-- :mod:`analysis.tables`: ``python -m analysis.tables`` (main table, ρ / λ ablations; markdown or LaTeX).
-- :mod:`analysis.figures`: ``python -m analysis.figures`` (accuracy and ETR curves, mean ± 95% interval over seeds).
+- :mod:`analysis.tables`: ``python -m analysis.tables`` (main table with both model sizes, ρ / λ / selection
+  ablations, first/second places, overhead; markdown or LaTeX).
+- :mod:`analysis.places`, :mod:`analysis.overhead`: the place counts and the selection overhead share.
+- :mod:`analysis.figures`: ``python -m analysis.figures`` (accuracy, ETR, estimator-quality and λ-bias figures, mean ±
+  95% interval over seeds).
+- :mod:`analysis.render`: the markdown / LaTeX renderer.
 
 ``analysis/README.md`` documents the inputs and the commands.
 """

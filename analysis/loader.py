@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -43,6 +44,7 @@ __all__ = [
     "find_run_paths",
     "load_run",
     "load_runs",
+    "model_sort_key",
     "parse_meta_args",
 ]
 
@@ -53,6 +55,9 @@ ACC_PATTERN = re.compile(r"^val-core/(?P<source>.+)/acc/mean@(?P<n>\d+)$")
 ETR_METRIC = "bots/batch/effective_task_ratio"
 ROLLOUTS_METRIC = "bots/rollouts"
 STEP_TIME_METRIC = "timing_s/step"
+
+#: A parameter count in a model name: ``Qwen2.5-1.5B-Instruct`` -> 1.5.
+MODEL_SIZE = re.compile(r"(?<![\d.])(?P<size>\d+(?:\.\d+)?)[bB](?![a-zA-Z])")
 
 REQUIRED_META = ("domain", "method", "seed")
 SIDECAR_SUFFIX = ".meta.json"
@@ -100,9 +105,14 @@ class Run:
     def flat_hparams(self) -> dict[str, Any]:
         """Hyperparameters as one flat dict.
 
-        The simulator nests the selector's own hyperparameters (``{"selector": "bots", "hparams": {"rho": 0.2},
-        "dapo": false, ...}``); real runs store them flat. Nested keys win over outer ones.
+        Real runs written by ``bots_verl.main`` record every hyperparameter the selector ran with in
+        ``extra.effective_hparams`` (defaults included), and those are used when present. Otherwise: the simulator
+        nests the selector's own hyperparameters (``{"selector": "bots", "hparams": {"rho": 0.2}, "dapo": false,
+        ...}``), older real runs store the given ones flat; nested keys win over outer ones.
         """
+        effective = self.extra.get("effective_hparams")
+        if isinstance(effective, dict):
+            return dict(effective)
         inner = self.hparams.get("hparams")
         if isinstance(inner, dict):
             return {**{k: v for k, v in self.hparams.items() if k != "hparams"}, **inner}
@@ -110,8 +120,17 @@ class Run:
 
     @property
     def selector(self) -> str:
-        """The selector behind the label: ``hparams.selector`` if recorded (the simulator does), else the method."""
-        return str(self.hparams.get("selector") or self.method)
+        """The selector behind the label.
+
+        ``extra.selector`` for real runs (``bots_verl.main`` writes it there), ``hparams.selector`` for the simulator,
+        else the method.
+        """
+        return str(self.extra.get("selector") or self.hparams.get("selector") or self.method)
+
+    @property
+    def model_name(self) -> str:
+        """The model's short name (``Qwen/Qwen2.5-7B-Instruct`` -> ``Qwen2.5-7B-Instruct``); ``""`` if unknown."""
+        return self.model.rstrip("/").rsplit("/", 1)[-1]
 
     def name(self) -> str:
         """A short human-readable identity for messages: ``domain/method/seedK (path)``."""
@@ -136,6 +155,12 @@ class Run:
     def has(self, metric: str) -> bool:
         """Whether the run logged at least one finite value of ``metric``."""
         return metric in self.metrics.columns and bool(np.isfinite(self.metrics[metric].astype(np.float64)).any())
+
+
+def model_sort_key(name: str) -> tuple[float, str]:
+    """Order models by their parameter count when the name gives one (``...-1.5B-...`` before ``...-7B-...``)."""
+    match = MODEL_SIZE.search(name)
+    return (float(match["size"]) if match else math.inf, name)
 
 
 def accuracy_metric(run: Run, metric: str | None = None) -> tuple[str, pd.Series]:
@@ -361,6 +386,14 @@ def load_runs(roots: Iterable[str | os.PathLike], meta_defaults: Mapping[str, An
     runs = [load_run(p, meta_defaults) for root in roots for p in find_run_paths(root)]
     if not runs:
         raise LoadError(f"no runs found under {[str(r) for r in roots]}")
-    runs.sort(key=lambda r: (r.domain, r.label, json.dumps(r.hparams, sort_keys=True, default=str), r.seed))
+    runs.sort(
+        key=lambda r: (
+            model_sort_key(r.model_name),
+            r.domain,
+            r.label,
+            json.dumps(r.hparams, sort_keys=True, default=str),
+            r.seed,
+        )
+    )
     logger.info("loaded %d runs from %s", len(runs), [str(r) for r in roots])
     return runs

@@ -1,11 +1,14 @@
-"""The paper's tables from run logs: the main table and the ρ / λ ablations, as markdown or LaTeX.
+"""The paper's tables from run logs: the main table and the ρ / λ / selection ablations, as markdown or LaTeX.
 
-Layout (paper Sec. 4, Table 2): rows are selectors, columns are domain × metric:
+Layout (the paper's main table): rows are methods, in the paper's order and with its names (Random, Offline
+(easy→hard), BOTS-MoPPS, BOTS-DOTS, BOTS; see :data:`bots_verl.runlog.PAPER_METHODS`), one block per model size
+(1.5B before 7B) when the runs hold several; columns are domain × metric:
 
 - ``TTB(25/50/100%)`` (lower is better) and ``BSF(25/50/100%)`` (higher is better), relative to Random with the same
-  seed (:func:`bots_verl.core.metrics.ttb` / ``bsf``), then summarised over seeds;
+  seed (:func:`bots_verl.core.metrics.ttb` / ``bsf``), then summarised over seeds. TTB divides by Random's own steps
+  to its target by default (Random = 1.00, as in the paper); ``--ttb-denominator budget`` divides by x% of the budget;
 - ``ETR``: the mean over steps of the per-step effective task ratio (absolute, not relative);
-- ``Roll(100%)``: rollouts spent to first reach Random's final best, over Random's rollouts in the whole budget;
+- ``Roll(100%)``: rollouts spent to first reach Random's final best, over Random's rollouts (same denominator as TTB);
 - ``Time(100%)``: the same with wall-clock seconds (``timing_s/step``), only for domains whose runs logged it.
 
 Every cell is the mean over seeds with a 95% Student-t interval (:func:`bots_verl.core.metrics.interval`); ``—`` means
@@ -13,8 +16,10 @@ no seed reached the target, ``(k/n —)`` that k of n seeds did not (the mean is
 
 Usage::
 
-    python -m analysis.tables --runs runs/sim runs/verl --format md --out table.md
-    python -m analysis.tables --runs runs/ablation --table rho --format latex
+    python -m analysis.tables --runs runs/ --methods paper --format md --out table.md
+    python -m analysis.tables --runs runs/ --table rho --format latex
+    python -m analysis.tables --runs runs/ --methods paper --table places      # first/second places per model size
+    python -m analysis.tables --runs runs/ --table overhead                    # selection + update share of step time
 """
 
 from __future__ import annotations
@@ -31,21 +36,28 @@ from typing import Any
 
 import numpy as np
 
-from analysis import loader
+from analysis import loader, render
 from analysis.loader import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC, LoadError, Run
 from analysis.metrics import Curve, cost_to_baseline
+from bots_verl import runlog
 from bots_verl.core import metrics as core
 
 __all__ = [
     "ABLATION_PARAMS",
+    "PAPER_LABELS",
     "Column",
     "Table",
+    "ablation_rows",
     "ablation_table",
+    "display",
     "main",
     "main_columns",
     "main_table",
     "row_labeller",
+    "row_sort_key",
+    "select_methods",
     "tables_for",
+    "to_grid",
     "to_latex",
     "to_markdown",
 ]
@@ -53,15 +65,16 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 BASELINE = "random"
-#: Preferred row order (the paper's); other labels follow alphabetically.
-ROW_ORDER = ("random", "offline", "offline_easy2hard", "easy2hard", "mopps", "bots-mopps", "dots", "bots-dots", "bots")
-#: The ablated hyperparameters, their accepted hparams keys and display names.
-ABLATION_PARAMS: dict[str, tuple[tuple[str, ...], str]] = {
-    "rho": (("rho",), "ρ"),
-    "lam": (("lam", "lamb", "lambda"), "λ"),
+#: The paper's main-table methods, in its row order (labels as the recipes write them to meta.json).
+PAPER_LABELS = tuple(m.label for m in runlog.PAPER_METHODS)
+#: The ablated hyperparameters: accepted hparams keys, display symbol, and whether values are numbers.
+ABLATION_PARAMS: dict[str, tuple[tuple[str, ...], str, bool]] = {
+    "rho": (("rho",), "ρ", True),
+    "lam": (("lam", "lamb", "lambda"), "λ", True),
+    "selection": (("selection",), "selection", False),
 }
-#: BOTS defaults (paper Sec. 5): the other ablated parameter is held here.
-DEFAULTS = {"rho": 0.1, "lam": 0.1}
+#: BOTS defaults (paper Sec. 4): the parameters not ablated are held here.
+DEFAULTS: dict[str, Any] = {"rho": 0.1, "lam": 0.1, "selection": "thompson"}
 
 
 @dataclass(frozen=True)
@@ -96,49 +109,112 @@ def main_columns(wall_clock: bool = False) -> list[Column]:
 
 @dataclass
 class Table:
-    """A computed table: ``cells[(row, domain, column key)]`` holds an :class:`~bots_verl.core.metrics.Interval`."""
+    """A computed table: ``cells[(model, row, domain, column key)]`` holds an :class:`~bots_verl.core.metrics.Interval`.
+
+    Attributes:
+        models: the model names (``Run.model_name``), smallest first; one block of rows each.
+        rows: every row label, in display order (a model's own rows: :meth:`rows_of`).
+        ttb_denominator: ``"baseline"`` or ``"budget"`` (see :func:`bots_verl.core.metrics.ttb`).
+    """
 
     title: str
     row_header: str
     rows: list[str]
     domains: list[str]
     columns: dict[str, list[Column]]
-    cells: dict[tuple[str, str, str], core.Interval]
-    seeds: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    cells: dict[tuple[str, str, str, str], core.Interval]
+    seeds: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)
     accuracy: dict[str, str] = field(default_factory=dict)
     level: float = 0.95
+    models: list[str] = field(default_factory=list)
+    ttb_denominator: str = "baseline"
 
-    def cell(self, row: str, domain: str, key: str) -> core.Interval:
-        """The interval at one cell (KeyError if the row has no runs in that domain)."""
-        return self.cells[(row, domain, key)]
+    def rows_of(self, model: str) -> list[str]:
+        """The rows that have a cell for ``model``, in display order."""
+        present = {r for (m, r, _, _) in self.cells if m == model}
+        return [r for r in self.rows if r in present]
+
+    def _model(self, model: str | None) -> str:
+        if model is not None:
+            return model
+        if len(self.models) != 1:
+            raise KeyError(f"the table holds models {self.models}; pass model=")
+        return self.models[0]
+
+    def cell(self, row: str, domain: str, key: str, model: str | None = None) -> core.Interval:
+        """The interval at one cell (KeyError if the row has no runs there); ``model`` may be left out if unique."""
+        return self.cells[(self._model(model), row, domain, key)]
+
+
+def display(row: str) -> str:
+    """A row's display name: the paper's name for a known label (``bots_mopps`` -> ``BOTS-MoPPS``), suffix kept."""
+    base, sep, rest = row.partition(" (")
+    return runlog.method_display(base) + sep + rest
 
 
 def row_sort_key(label: str) -> tuple[int, str]:
-    return (ROW_ORDER.index(label) if label in ROW_ORDER else len(ROW_ORDER), label)
+    """The paper's row order first (Random ... BOTS), then other labels alphabetically."""
+    base = label.partition(" (")[0]
+    return (PAPER_LABELS.index(base) if base in PAPER_LABELS else len(PAPER_LABELS), label)
 
 
-def _check_lengths(domain: str, runs: Sequence[Run]) -> None:
-    """All runs compared in a domain must share the budget and the last logged step."""
+def select_methods(runs: Sequence[Run], methods: Sequence[str] | None) -> list[Run]:
+    """The runs whose label is in ``methods`` (``["paper"]``: the paper's five); all runs if ``methods`` is empty.
+
+    Raises:
+        LoadError: if a requested label has no run (names the labels found).
+    """
+    if not methods:
+        return list(runs)
+    wanted = [m for item in methods for m in (PAPER_LABELS if item == "paper" else (item,))]
+    found = {r.label for r in runs}
+    missing = [m for m in wanted if m not in found]
+    if missing:
+        raise LoadError(f"no runs labelled {missing}; labels found: {sorted(found)}")
+    return [r for r in runs if r.label in wanted]
+
+
+def _where(model: str, domain: str, models: Sequence[str]) -> str:
+    return f"domain {domain}" + (f" of {model}" if len(set(models)) > 1 else "")
+
+
+def _check_lengths(where: str, runs: Sequence[Run]) -> None:
+    """All runs compared in a block must share the budget and the last logged step."""
     for attr, what in (("total_steps", "total_steps"), ("last_step", "last logged step")):
         by_value: dict[int, list[str]] = {}
         for run in runs:
             by_value.setdefault(getattr(run, attr), []).append(run.name())
         if len(by_value) > 1:
             detail = "; ".join(f"{what}={v}: {', '.join(names)}" for v, names in sorted(by_value.items()))
-            raise LoadError(f"domain {domain}: runs of different lengths cannot be compared ({detail})")
+            raise LoadError(f"{where}: runs of different lengths cannot be compared ({detail})")
 
 
-def _group(runs: Iterable[Run], row_of: Callable[[Run], str | None]) -> dict[str, dict[str, dict[int, Run]]]:
-    """``{domain: {row: {seed: run}}}``; two runs in one cell (same domain, row and seed) are an error."""
-    out: dict[str, dict[str, dict[int, Run]]] = {}
+Block = tuple[str, str]  # (model name, domain)
+
+
+def _group(
+    runs: Iterable[Run], row_of: Callable[[Run], str | None], prefer: Callable[[Run], bool] | None = None
+) -> dict[Block, dict[str, dict[int, Run]]]:
+    """``{(model, domain): {row: {seed: run}}}``.
+
+    Two runs in one cell (same model, domain, row and seed) are an error, unless ``prefer`` picks exactly one of them
+    (an ablation cell that the main run and a sweep run both describe takes the main run).
+    """
+    out: dict[Block, dict[str, dict[int, Run]]] = {}
     for run in runs:
         row = row_of(run)
         if row is None:
             continue
-        seeds = out.setdefault(run.domain, {}).setdefault(row, {})
-        if run.seed in seeds:
+        seeds = out.setdefault((run.model_name, run.domain), {}).setdefault(row, {})
+        other = seeds.get(run.seed)
+        if other is not None:
+            if prefer is not None and prefer(run) != prefer(other):
+                kept, dropped = (run, other) if prefer(run) else (other, run)
+                logger.info("row %r seed %d: using %s, not the identical config %s", row, run.seed, kept, dropped)
+                seeds[run.seed] = kept
+                continue
             raise LoadError(
-                f"domain {run.domain}, row {row!r}, seed {run.seed}: two runs ({seeds[run.seed].path} and {run.path}); "
+                f"domain {run.domain}, row {row!r}, seed {run.seed}: two runs ({other.path} and {run.path}); "
                 "give them distinct labels (meta extra.label) or load them separately"
             )
         seeds[run.seed] = run
@@ -161,13 +237,16 @@ def _varying_hparams(runs: Sequence[Run]) -> dict[str, list[str]]:
 
 
 class _Scorer:
-    """Per-domain scoring against the baseline's runs, paired by seed; caches accuracy curves."""
+    """Per-block scoring against the baseline's runs, paired by seed; caches accuracy curves."""
 
-    def __init__(self, domain: str, baseline: Mapping[int, Run], acc_metric: str | None, level: float) -> None:
-        self.domain = domain
+    def __init__(
+        self, where: str, baseline: Mapping[int, Run], acc_metric: str | None, level: float, ttb_denominator: str
+    ) -> None:
+        self.where = where
         self.level = level
         self.baseline = baseline
         self.acc_metric = acc_metric
+        self.ttb_denominator = ttb_denominator
         self._acc: dict[int, Curve] = {}
         self.acc_names: set[str] = set()
 
@@ -182,7 +261,7 @@ class _Scorer:
     def base(self, run: Run, label: str) -> Run:
         if run.seed not in self.baseline:
             raise LoadError(
-                f"domain {self.domain}: {label} seed {run.seed} has no {BASELINE} run with the same seed to pair with "
+                f"{self.where}: {label} seed {run.seed} has no {BASELINE} run with the same seed to pair with "
                 f"({BASELINE} seeds: {sorted(self.baseline)}); run {run.path}"
             )
         return self.baseline[run.seed]
@@ -208,21 +287,16 @@ class _Scorer:
                 continue
             base = self.base(run, label)
             total = run.total_steps
-            if col.kind in ("ttb", "bsf"):
-                fn = core.ttb if col.kind == "ttb" else core.bsf
-                acc, bacc = self.acc(run), self.acc(base)
-                values.append(fn(acc.steps, acc.values, bacc.steps, bacc.values, col.fraction, total))
-            elif col.kind == "cost":
+            acc, bacc = self.acc(run), self.acc(base)
+            if col.kind == "ttb":
                 values.append(
-                    cost_to_baseline(
-                        self.acc(run),
-                        self.cost(run, col.metric),
-                        self.acc(base),
-                        self.cost(base, col.metric),
-                        col.fraction,
-                        total,
-                    )
+                    core.ttb(acc.steps, acc.values, bacc.steps, bacc.values, col.fraction, total, self.ttb_denominator)
                 )
+            elif col.kind == "bsf":
+                values.append(core.bsf(acc.steps, acc.values, bacc.steps, bacc.values, col.fraction, total))
+            elif col.kind == "cost":
+                cost, bcost = self.cost(run, col.metric), self.cost(base, col.metric)
+                values.append(cost_to_baseline(acc, cost, bacc, bcost, col.fraction, total, self.ttb_denominator))
             else:
                 raise ValueError(f"unknown column kind {col.kind!r}")
         return core.interval(np.asarray(values, dtype=np.float64), self.level)
@@ -236,60 +310,91 @@ def _build_table(
     include_baseline_row: bool,
     acc_metric: str | None,
     level: float,
+    ttb_denominator: str,
     row_key: Callable[[str], Any] = row_sort_key,
+    prefer: Callable[[Run], bool] | None = None,
 ) -> Table:
+    core.check_ttb_denominator(ttb_denominator)
     baselines = _group((r for r in runs if r.label == BASELINE), lambda r: BASELINE)
-    grouped = _group((r for r in runs if r.label != BASELINE), row_of)
-    domains = sorted(set(grouped) | set(baselines))
+    grouped = _group((r for r in runs if r.label != BASELINE), row_of, prefer)
+    blocks = sorted(set(grouped) | set(baselines), key=lambda b: (loader.model_sort_key(b[0]), b[1]))
     if not grouped and not (include_baseline_row and baselines):
         raise LoadError(f"{title}: no runs to tabulate")
-    cells: dict[tuple[str, str, str], core.Interval] = {}
+    all_models = [m for m, _ in blocks]
+    cells: dict[tuple[str, str, str, str], core.Interval] = {}
     columns: dict[str, list[Column]] = {}
-    seeds: dict[tuple[str, str], list[int]] = {}
-    accuracy: dict[str, str] = {}
+    seeds: dict[tuple[str, str, str], list[int]] = {}
+    accuracy: dict[str, set[str]] = {}
     rows: set[str] = set()
-    for domain in domains:
-        if domain not in baselines:
-            methods = sorted(grouped.get(domain, {}))
-            raise LoadError(f"domain {domain}: no {BASELINE!r} baseline runs (needed for TTB/BSF); methods: {methods}")
-        base = baselines[domain][BASELINE]
-        per_row = dict(grouped.get(domain, {}))
+    for model, domain in blocks:
+        where = _where(model, domain, all_models)
+        if (model, domain) not in baselines:
+            methods = sorted(grouped.get((model, domain), {}))
+            raise LoadError(f"{where}: no {BASELINE!r} baseline runs (needed for TTB/BSF); methods: {methods}")
+        base = baselines[(model, domain)][BASELINE]
+        per_row = dict(grouped.get((model, domain), {}))
         if include_baseline_row:
             per_row[BASELINE] = base
         if not per_row:
             continue
         used = [r for seeds_ in per_row.values() for r in seeds_.values()] + list(base.values())
-        _check_lengths(domain, used)
+        _check_lengths(where, used)
         timed = [r for r in used if r.has(STEP_TIME_METRIC)]
         if timed and len(timed) != len(used):
             lacking = [r.name() for r in used if not r.has(STEP_TIME_METRIC)]
-            raise LoadError(f"domain {domain}: some runs log {STEP_TIME_METRIC!r} and these do not: {lacking}")
-        columns[domain] = main_columns(wall_clock=bool(timed))
-        scorer = _Scorer(domain, base, acc_metric, level)
+            raise LoadError(f"{where}: some runs log {STEP_TIME_METRIC!r} and these do not: {lacking}")
+        block_cols = main_columns(wall_clock=bool(timed))
+        if len(block_cols) > len(columns.get(domain, [])):
+            columns[domain] = block_cols
+        scorer = _Scorer(where, base, acc_metric, level, ttb_denominator)
         for row, row_runs in per_row.items():
             rows.add(row)
-            seeds[(row, domain)] = sorted(row_runs)
-            for col in columns[domain]:
-                cells[(row, domain, col.key)] = scorer.score(row, row_runs, col)
-        accuracy[domain] = ", ".join(sorted(scorer.acc_names))
-    ordered = sorted(rows, key=row_key)
-    shown = [d for d in domains if d in columns]
-    return Table(title, row_header, ordered, shown, columns, cells, seeds, accuracy, level)
+            seeds[(model, row, domain)] = sorted(row_runs)
+            for col in block_cols:
+                cells[(model, row, domain, col.key)] = scorer.score(row, row_runs, col)
+        accuracy.setdefault(domain, set()).update(scorer.acc_names)
+    models = sorted({m for (m, _, _, _) in cells}, key=loader.model_sort_key)
+    domains = sorted(columns)
+    return Table(
+        title,
+        row_header,
+        sorted(rows, key=row_key),
+        domains,
+        columns,
+        cells,
+        seeds,
+        {d: ", ".join(sorted(names)) for d, names in accuracy.items()},
+        level,
+        models,
+        ttb_denominator,
+    )
 
 
-def main_table(runs: Sequence[Run], acc_metric: str | None = None, level: float = 0.95) -> Table:
-    """The main table: one row per selector label (split by hparams that vary within a label), Random first.
+def main_table(
+    runs: Sequence[Run],
+    acc_metric: str | None = None,
+    level: float = 0.95,
+    ttb_denominator: str = "baseline",
+    methods: Sequence[str] | None = None,
+) -> Table:
+    """The main table: one row per method label (split by hparams that vary within a label), in the paper's order.
 
     Args:
-        runs: loaded runs (any domains).
+        runs: loaded runs (any domains and model sizes; one block of rows per model).
         acc_metric: the accuracy metric; default: each run's ``val-core/*/acc/mean@*`` (see
             :func:`analysis.loader.accuracy_metric`).
         level: the confidence level of the intervals over seeds.
+        ttb_denominator: ``"baseline"`` (Random's own steps; Random = 1.00) or ``"budget"``.
+        methods: only these labels (``["paper"]``: the paper's five); Random is always the baseline.
 
     Raises:
         LoadError: missing baseline, unpaired seeds, runs of different lengths, missing metrics.
     """
-    return _build_table("Main table", "Method", runs, row_labeller(runs), True, acc_metric, level)
+    if methods:
+        runs = select_methods(runs, [*methods, BASELINE])
+    return _build_table(
+        "Main table", "Method", runs, row_labeller(runs), True, acc_metric, level, ttb_denominator, row_sort_key
+    )
 
 
 def row_labeller(runs: Sequence[Run]) -> Callable[[Run], str]:
@@ -318,54 +423,85 @@ def _hparam(hparams: Mapping[str, Any], param: str) -> Any:
 def _rest(run: Run) -> str:
     """The run's hyperparameters other than the ablated ones, as a comparable string."""
     # "selector" is how the run is matched, so it is not part of what must agree.
-    ablated = {key for keys, _ in ABLATION_PARAMS.values() for key in keys} | {"selector"}
+    ablated = {key for keys, _, _ in ABLATION_PARAMS.values() for key in keys} | {"selector"}
     return json.dumps({k: v for k, v in run.flat_hparams.items() if k not in ablated}, sort_keys=True, default=str)
+
+
+def ablation_rows(
+    runs: Sequence[Run], param: str, method: str = "bots", defaults: Mapping[str, Any] | None = None
+) -> tuple[Callable[[Run], str | None], Callable[[str], Any], set[str]]:
+    """How runs fall into an ablation's rows: ``(row_of, row_key, rows found)``.
+
+    A run takes part if its selector (``extra.selector`` for real runs, ``hparams.selector`` for the simulator, else
+    its method) is ``method``, the parameters not ablated are at their held values, and its remaining
+    hyperparameters equal those of the runs labelled ``method``. A missing value counts as the default.
+
+    Raises:
+        ValueError: for an unknown ``param``.
+    """
+    if param not in ABLATION_PARAMS:
+        raise ValueError(f"unknown ablation parameter {param!r}; choose from {sorted(ABLATION_PARAMS)}")
+    held = {**DEFAULTS, **(defaults or {})}
+    _, symbol, numeric = ABLATION_PARAMS[param]
+    candidates = [r for r in runs if r.selector == method and r.label != BASELINE]
+    reference = [_rest(r) for r in candidates if r.label == method] or [_rest(r) for r in candidates]
+    common = max(set(reference), key=reference.count) if reference else None
+
+    def value_of(run: Run, name: str) -> Any:
+        value = _hparam(run.flat_hparams, name)
+        if value is None:
+            return held_value(name)
+        return float(value) if ABLATION_PARAMS[name][2] else str(value)
+
+    def same(a: Any, b: Any) -> bool:
+        return math.isclose(a, b) if isinstance(a, float) and isinstance(b, float) else a == b
+
+    def held_value(name: str) -> Any:
+        return float(held[name]) if ABLATION_PARAMS[name][2] else str(held[name])
+
+    def row_of(run: Run) -> str | None:
+        if run.selector != method or run.label == BASELINE or _rest(run) != common:
+            return None
+        if any(not same(value_of(run, o), held_value(o)) for o in ABLATION_PARAMS if o != param):
+            return None
+        value = value_of(run, param)
+        return f"{symbol} = {value:g}" if numeric else f"{symbol} = {value}"
+
+    def row_key(row: str) -> Any:
+        value = row.split("=", 1)[1].strip()
+        if numeric:
+            return (0, float(value), "")
+        return (0 if value == str(held[param]) else 1, 0.0, value)
+
+    return row_of, row_key, {row_of(r) for r in runs} - {None}
 
 
 def ablation_table(
     runs: Sequence[Run],
     param: str,
     method: str = "bots",
-    defaults: Mapping[str, float] | None = None,
+    defaults: Mapping[str, Any] | None = None,
     acc_metric: str | None = None,
     level: float = 0.95,
+    ttb_denominator: str = "baseline",
 ) -> Table:
-    """A ρ or λ ablation: runs of selector ``method`` grouped by their value of ``param``.
+    """A ρ, λ or selection-rule ablation: runs of selector ``method`` grouped by their value of ``param``.
 
-    A run takes part if its selector (``hparams.selector``, else its method) is ``method``, the other ablated
-    parameter is at its held value, and its remaining hyperparameters equal those of the runs labelled ``method``
-    (so a greedy or DAPO variant of BOTS is not mistaken for a ρ setting). A missing ρ or λ counts as the default.
+    See :func:`ablation_rows` for which runs take part. When two runs describe the same cell (the main ``bots`` run
+    and a sweep run at the default value, same seed), the run labelled ``method`` is used.
 
     Args:
         runs: loaded runs (Random's are the baseline and are not shown).
-        param: ``"rho"`` or ``"lam"`` (hparams keys ``lam``, ``lamb`` and ``lambda`` are accepted for λ).
+        param: ``"rho"``, ``"lam"`` (hparams keys ``lam``, ``lamb`` and ``lambda``) or ``"selection"``.
         method: the selector whose runs are ablated.
-        defaults: the defaults of ρ and λ (the paper's 0.1 and 0.1), used for missing values and the held parameter.
-        acc_metric, level: as for :func:`main_table`.
+        defaults: the held values (the paper's ρ = λ = 0.1, Thompson sampling), also used for missing values.
+        acc_metric, level, ttb_denominator: as for :func:`main_table`.
 
     Raises:
         LoadError: if fewer than two values of ``param`` are found, or as for :func:`main_table`.
     """
-    if param not in ABLATION_PARAMS:
-        raise ValueError(f"unknown ablation parameter {param!r}; choose from {sorted(ABLATION_PARAMS)}")
-    held = {**DEFAULTS, **(defaults or {})}
+    row_of, row_key, values = ablation_rows(runs, param, method, defaults)
     symbol = ABLATION_PARAMS[param][1]
-    candidates = [r for r in runs if r.selector == method and r.label != BASELINE]
-    reference = [_rest(r) for r in candidates if r.label == method] or [_rest(r) for r in candidates]
-    common = max(set(reference), key=reference.count) if reference else None
-
-    def value_of(run: Run, name: str) -> float:
-        value = _hparam(run.flat_hparams, name)
-        return held[name] if value is None else float(value)
-
-    def row_of(run: Run) -> str | None:
-        if run.selector != method or run.label == BASELINE or _rest(run) != common:
-            return None
-        if any(not math.isclose(value_of(run, o), held[o]) for o in ABLATION_PARAMS if o != param):
-            return None
-        return f"{symbol} = {value_of(run, param):g}"
-
-    values = {row_of(r) for r in runs} - {None}
     if len(values) < 2:
         raise LoadError(
             f"{symbol} ablation: need runs of selector {method!r} at two or more values of {param} "
@@ -379,93 +515,70 @@ def ablation_table(
         False,
         acc_metric,
         level,
-        row_key=lambda row: float(row.split("=", 1)[1]),
+        ttb_denominator,
+        row_key=row_key,
+        prefer=lambda run: run.label == method,
     )
 
 
 def _caption(table: Table) -> list[str]:
+    ttb = (
+        "TTB: steps to Random's best within x% of the budget over Random's own steps to it (Random = 1)"
+        if table.ttb_denominator == "baseline"
+        else "TTB: steps to Random's best within x% of the budget over x% of the budget"
+    )
     lines = [
         f"Mean [{table.level:.0%} interval] over seeds. TTB, BSF, Roll and Time are relative to {BASELINE} "
-        "with the same seed; ETR is absolute. — = target never reached; (k/n —) = k of n seeds never reached it."
+        "with the same seed; ETR is absolute. — = target never reached; (k/n —) = k of n seeds never reached it. "
+        + ttb
+        + "."
     ]
     for domain in table.domains:
-        counts = ", ".join(
-            f"{row} {len(table.seeds[(row, domain)])}" for row in table.rows if (row, domain) in table.seeds
-        )
-        lines.append(f"{domain}: accuracy = {table.accuracy.get(domain, '?')}; seeds: {counts}.")
+        for model in table.models:
+            counts = ", ".join(
+                f"{display(row)} {len(table.seeds[(model, row, domain)])}"
+                for row in table.rows
+                if (model, row, domain) in table.seeds
+            )
+            if counts:
+                prefix = f"{domain}" + (f" ({model})" if len(table.models) > 1 else "")
+                lines.append(f"{prefix}: accuracy = {table.accuracy.get(domain, '?')}; seeds: {counts}.")
     return lines
 
 
-def _cell_text(table: Table, row: str, domain: str, col: Column, digits: int) -> str:
-    cell = table.cells.get((row, domain, col.key))
-    return "n/a" if cell is None else cell.format(digits)
+def to_grid(table: Table, digits: int = 2) -> render.Grid:
+    """The table as a :class:`analysis.render.Grid` (a ``Model`` column is added when it holds several models)."""
+    several = len(table.models) > 1
+    lead = ["Model", table.row_header] if several else [table.row_header]
+    header = lead + [f"{d} {c.header}" for d in table.domains for c in table.columns[d]]
+    rows = []
+    for model in table.models:
+        for row in table.rows_of(model):
+            cells = []
+            for d in table.domains:
+                for c in table.columns[d]:
+                    cell = table.cells.get((model, row, d, c.key))
+                    cells.append("n/a" if cell is None else cell.format(digits))
+            rows.append(([model] if several else []) + [display(row), *cells])
+    groups = [(d, len(table.columns[d])) for d in table.domains]
+    return render.Grid(table.title, header, rows, _caption(table), groups, lead=len(lead))
 
 
 def to_markdown(table: Table, digits: int = 2) -> str:
     """Render as a GitHub markdown table with a caption below."""
-    header = [table.row_header] + [f"{d} {c.header}" for d in table.domains for c in table.columns[d]]
-    lines = [f"**{table.title}**", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for row in table.rows:
-        cells = [_cell_text(table, row, d, c, digits) for d in table.domains for c in table.columns[d]]
-        lines.append("| " + " | ".join([row, *cells]) + " |")
-    lines.append("")
-    lines.extend(_caption(table))
-    return "\n".join(lines) + "\n"
-
-
-_LATEX_SUBS = [
-    ("\\", r"\textbackslash{}"),
-    ("&", r"\&"),
-    ("%", r"\%"),
-    ("#", r"\#"),
-    ("_", r"\_"),
-    ("—", "---"),
-    ("ρ", r"$\rho$"),
-    ("λ", r"$\lambda$"),
-    ("↓", r"$\downarrow$"),
-    ("↑", r"$\uparrow$"),
-]
-
-
-def _tex(text: str) -> str:
-    for old, new in _LATEX_SUBS:
-        text = text.replace(old, new)
-    return text
+    return render.to_markdown(to_grid(table, digits))
 
 
 def to_latex(table: Table, digits: int = 2) -> str:
     """Render as a booktabs ``tabular`` (one ``\\multicolumn`` per domain) inside a ``table`` with a caption."""
-    widths = [len(table.columns[d]) for d in table.domains]
-    out = [
-        r"\begin{table}[t]",
-        r"\centering",
-        r"\scriptsize",
-        r"\begin{tabular}{l" + "c" * sum(widths) + "}",
-        r"\toprule",
-    ]
-    out.append(
-        " & "
-        + " & ".join(rf"\multicolumn{{{w}}}{{c}}{{{_tex(d)}}}" for d, w in zip(table.domains, widths, strict=True))
-        + r" \\"
-    )
-    start = 2
-    rules = []
-    for w in widths:
-        rules.append(rf"\cmidrule(lr){{{start}-{start + w - 1}}}")
-        start += w
-    out.append(" ".join(rules))
-    out.append(
-        " & ".join([_tex(table.row_header)] + [_tex(c.header) for d in table.domains for c in table.columns[d]])
-        + r" \\"
-    )
-    out.append(r"\midrule")
-    for row in table.rows:
-        cells = [_tex(_cell_text(table, row, d, c, digits)) for d in table.domains for c in table.columns[d]]
-        out.append(" & ".join([_tex(row), *cells]) + r" \\")
-    out += [r"\bottomrule", r"\end{tabular}"]
-    out.append(r"\caption{" + _tex(table.title + ". " + " ".join(_caption(table))) + "}")
-    out.append(r"\end{table}")
-    return "\n".join(out) + "\n"
+    grid = to_grid(table, digits)
+    # the LaTeX header names the metric only; the domain is in the spanning line above it
+    grid.header = grid.header[: grid.lead] + [c.header for d in table.domains for c in table.columns[d]]
+    return render.to_latex(grid)
+
+
+#: ``--table`` choices: the tables built from a main table or ablations, and the standalone ones.
+TABLE_CHOICES = ("main", "rho", "lam", "selection", "places", "overhead", "all")
 
 
 def tables_for(
@@ -473,18 +586,23 @@ def tables_for(
     which: str = "main",
     acc_metric: str | None = None,
     method: str = "bots",
-    defaults: Mapping[str, float] | None = None,
+    defaults: Mapping[str, Any] | None = None,
     level: float = 0.95,
+    ttb_denominator: str = "baseline",
+    methods: Sequence[str] | None = None,
 ) -> list[Table]:
-    """Compute the requested tables (``main``, ``rho``, ``lam`` or ``all``; ``all`` skips ablations without runs)."""
+    """Compute the requested tables (``main``, ``rho``, ``lam``, ``selection`` or ``all``).
+
+    ``all`` skips ablations without runs. ``methods`` restricts the main table (see :func:`main_table`).
+    """
     out: list[Table] = []
     if which in ("main", "all"):
-        out.append(main_table(runs, acc_metric, level))
+        out.append(main_table(runs, acc_metric, level, ttb_denominator, methods))
     for param in ABLATION_PARAMS:
         if which not in (param, "all"):
             continue
         try:
-            out.append(ablation_table(runs, param, method, defaults, acc_metric, level))
+            out.append(ablation_table(runs, param, method, defaults, acc_metric, level, ttb_denominator))
         except LoadError as exc:
             if which == param or "two or more values" not in str(exc):
                 raise
@@ -492,13 +610,13 @@ def tables_for(
     return out
 
 
-def _parse_defaults(items: Sequence[str] | None) -> dict[str, float]:
-    out = {}
+def _parse_defaults(items: Sequence[str] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for item in items or ():
         key, sep, value = item.partition("=")
         if not sep or key not in ABLATION_PARAMS:
-            raise ValueError(f"--default expects rho=VALUE or lam=VALUE, got {item!r}")
-        out[key] = float(value)
+            raise ValueError(f"--default expects rho=VALUE, lam=VALUE or selection=VALUE, got {item!r}")
+        out[key] = float(value) if ABLATION_PARAMS[key][2] else value
     return out
 
 
@@ -506,17 +624,68 @@ def build_parser() -> argparse.ArgumentParser:
     """The command-line interface of ``python -m analysis.tables``."""
     p = argparse.ArgumentParser(prog="python -m analysis.tables", description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", nargs="+", required=True, help="directories (searched recursively) or .csv files")
-    p.add_argument("--table", choices=["main", "rho", "lam", "all"], default="main")
+    p.add_argument(
+        "--table",
+        choices=TABLE_CHOICES,
+        default="main",
+        help="main; rho / lam / selection ablations; places (first/second places per model size, from the main "
+        "table); overhead (selection + update time share); all",
+    )
     p.add_argument("--format", choices=["md", "latex"], default="md")
     p.add_argument("--out", type=Path, help="write here instead of stdout")
     p.add_argument("--metric", help="accuracy metric name (default: the runs' val-core/<source>/acc/mean@<n>)")
-    p.add_argument("--method", default="bots", help="the selector ablated in the rho/lam tables")
-    p.add_argument("--default", action="append", metavar="PARAM=VALUE", help="held value in ablations (rho=0.1)")
+    p.add_argument(
+        "--methods",
+        nargs="+",
+        metavar="LABEL",
+        help="main table and places: only these labels ('paper' = random offline_easy2hard bots_mopps bots_dots "
+        "bots); default: every label found",
+    )
+    p.add_argument(
+        "--ttb-denominator",
+        choices=core.TTB_DENOMINATORS,
+        default=core.TTB_DENOMINATORS[0],
+        help="baseline: over Random's own steps to its target (Random = 1.00, the paper's tables); budget: over x%% "
+        "of the budget",
+    )
+    p.add_argument("--method", default="bots", help="the selector ablated in the rho/lam/selection tables")
+    p.add_argument(
+        "--default", action="append", metavar="PARAM=VALUE", help="held value in ablations (rho=0.1, selection=...)"
+    )
     p.add_argument("--meta", action="append", metavar="KEY=VALUE", help="metadata for runs whose sidecar lacks it")
     p.add_argument("--digits", type=int, default=2)
     p.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals over seeds")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
+
+
+def _render_all(args: argparse.Namespace, runs: Sequence[Run]) -> str:
+    from analysis import overhead, places
+
+    md = args.format == "md"
+    out: list[str] = []
+    computed: list[Table] = []
+    if args.table in ("main", "rho", "lam", "selection", "all"):
+        defaults = _parse_defaults(args.default)
+        computed = tables_for(
+            runs, args.table, args.metric, args.method, defaults, args.level, args.ttb_denominator, args.methods
+        )
+        out += [to_markdown(t, args.digits) if md else to_latex(t, args.digits) for t in computed]
+    grids: list[render.Grid] = []
+    if args.table in ("places", "all"):
+        main = next((t for t in computed if t.title == "Main table"), None)
+        if main is None:
+            main = main_table(runs, args.metric, args.level, args.ttb_denominator, args.methods)
+        grids.append(places.to_grid(places.place_counts(main, args.digits)))
+    if args.table in ("overhead", "all"):
+        try:
+            grids.append(overhead.to_grid(overhead.overhead_table(runs, args.level), args.digits))
+        except LoadError as exc:
+            if args.table == "overhead":
+                raise
+            logger.info("skipping the overhead table: %s", exc)
+    out += [render.to_markdown(g) if md else render.to_latex(g) for g in grids]
+    return "\n".join(out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -527,12 +696,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         runs = loader.load_runs(args.runs, loader.parse_meta_args(args.meta))
-        tables = tables_for(runs, args.table, args.metric, args.method, _parse_defaults(args.default), args.level)
+        text = _render_all(args, runs)
     except (LoadError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    render = to_markdown if args.format == "md" else to_latex
-    text = "\n".join(render(t, args.digits) for t in tables)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)

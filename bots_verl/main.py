@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from bots_verl.integration.settings import (
     BOTSSettings,
     check_verl_compat,
+    effective_hparams,
     local_path_exists,
     parse_bots_config,
     train_files,
@@ -144,6 +145,10 @@ def _prepare_run_log(config: DictConfig, settings: BOTSSettings) -> None:
         total_steps=config.trainer.get("total_training_steps"),
         extra={
             "selector": settings.selector,
+            # every hyperparameter the selector runs with (defaults included), so a run log says what ran
+            "effective_hparams": effective_hparams(
+                settings.selector, settings.hparams, len(settings.reference_columns), settings.seed
+            ),
             "reference_columns": list(settings.reference_columns),
             "train_batch_size": config.data.train_batch_size,
             "rollout_n": config.actor_rollout_ref.rollout.n,

@@ -24,6 +24,12 @@ Metric names follow verl's tracking:
   ``bots/implicit/capability_mu``, ``bots/posterior/ess_avg``.
 - ``timing_s/step``: wall-clock seconds of the step (verl's; real runs only).
 
+**Method labels** (``meta.json`` ``method``): :data:`METHODS` names the paper's five main-table methods (Random,
+Offline easy->hard, BOTS-MoPPS, BOTS-DOTS, BOTS) and :func:`method_spec` also reads the ablation labels
+``bots_rho<x>``, ``bots_lambda<x>`` and ``bots_greedy``. Each label means one selector with fixed hyperparameters; the
+entry point refuses a label that disagrees with the config it runs (``bots_verl.integration.settings``), and
+``analysis/`` uses the same table for the paper's row order and names.
+
 This module uses the standard library only.
 """
 
@@ -32,15 +38,23 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 __all__ = [
     "FORMAT",
+    "METHODS",
+    "PAPER_METHODS",
     "VERSION",
+    "MethodSpec",
     "RunWriter",
     "iter_metrics",
+    "method_display",
+    "method_spec",
     "metrics_files",
     "read_meta",
     "rotate_metrics",
@@ -185,3 +199,104 @@ class RunWriter:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+# ------------------------------------------------------------------------------------------------ method labels
+@dataclass(frozen=True)
+class MethodSpec:
+    """What a method label means: one registered selector with fixed hyperparameters.
+
+    Attributes:
+        label: the ``method`` written to ``meta.json`` (and the recipe's ``METHOD``).
+        display: the paper's name for it (table rows, figure legends).
+        selector: the ``bots_verl.core`` selector it runs.
+        hparams: the hyperparameters that define it; every other one stays at the selector's default.
+        source: where the settings come from (see ``recipes/common.sh`` for the full citations).
+    """
+
+    label: str
+    display: str
+    selector: str
+    hparams: Mapping[str, Any] = field(default_factory=dict)
+    source: str = ""
+
+
+# BOTS' own defaults (paper Sec. 4 and the authors' bots.yaml: lamb 0.1, rho 0.1, target_reward 0.5, do_sample true).
+_BOTS = {"lam": 0.1, "rho": 0.1, "target": 0.5, "selection": "thompson", "evidence": "interpolation"}
+
+#: The paper's main-table methods, in its row order.
+PAPER_METHODS: tuple[MethodSpec, ...] = (
+    MethodSpec("random", "Random", "random", {}, "paper Sec. 4: uniform sampling, the reference of every ratio"),
+    MethodSpec(
+        "offline_easy2hard",
+        "Offline (easy→hard)",
+        "offline_easy2hard",
+        {},
+        "paper Sec. 4; authors' Trinity selector offline_easy2hard: reference pass rates, easiest first",
+    ),
+    MethodSpec(
+        "bots_mopps",
+        "BOTS-MoPPS",
+        "bots",
+        {**_BOTS, "lam": 0.0, "rho": 0.0, "evidence": "none"},
+        "paper notes: 'lambda = 0, rho = 0' (explicit evidence only, Thompson sampling); MoPPS' math default "
+        "decay 1.0 = lambda 0",
+    ),
+    MethodSpec(
+        "bots_dots",
+        "BOTS-DOTS",
+        "bots",
+        {**_BOTS, "lam": 1.0, "rho": 1.0, "selection": "greedy"},
+        "paper notes: 'approximating lambda = 1, rho = 1', 'without Thompson sampling' (greedy on the posterior mean)",
+    ),
+    MethodSpec("bots", "BOTS", "bots", dict(_BOTS), "paper Sec. 4 defaults"),
+)
+
+#: Every fixed label by name (the ablation labels with a value are parsed by :func:`method_spec`).
+METHODS: dict[str, MethodSpec] = {
+    **{m.label: m for m in PAPER_METHODS},
+    "bots_greedy": MethodSpec(
+        "bots_greedy",
+        "BOTS (greedy)",
+        "bots",
+        {**_BOTS, "selection": "greedy"},
+        "paper ablation: Thompson sampling vs greedy selection on the posterior mean, lambda = rho = 0.1",
+    ),
+}
+
+# Ablation labels carrying a value: bots_rho<x> (the rho sweep at lambda 0.1) and bots_lambda<x> (lambda at rho 0.1).
+_SWEEPS = {"bots_rho": ("rho", "ρ"), "bots_lambda": ("lam", "λ")}
+_SWEEP_LABEL = re.compile(r"^(?P<prefix>bots_rho|bots_lambda)(?P<value>.*)$")
+
+
+def method_spec(label: str) -> MethodSpec | None:
+    """The meaning of a method label, or None for a free-form label (which claims no particular config).
+
+    Raises:
+        ValueError: for ``bots_rho<x>`` / ``bots_lambda<x>`` whose ``x`` is not a number in [0, 1].
+    """
+    if label in METHODS:
+        return METHODS[label]
+    match = _SWEEP_LABEL.match(label)
+    if match is None:
+        return None
+    key, symbol = _SWEEPS[match["prefix"]]
+    try:
+        value = float(match["value"])
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(
+            f"method label {label!r}: {match['prefix']}<x> is a sweep label and needs a value in [0, 1] "
+            f"(e.g. {match['prefix']}0.05), got {match['value']!r}"
+        )
+    return MethodSpec(label, f"BOTS ({symbol}={value:g})", "bots", {**_BOTS, key: value}, f"paper {symbol} ablation")
+
+
+def method_display(label: str) -> str:
+    """The paper's name for a label (``bots_mopps`` -> ``BOTS-MoPPS``); other labels come back unchanged."""
+    try:
+        spec = method_spec(label)
+    except ValueError:
+        return label
+    return spec.display if spec is not None else label

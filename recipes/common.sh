@@ -1,17 +1,23 @@
 # shellcheck shell=bash
 # Shared settings of every BOTS recipe: sourced by recipes/run_*.sh and recipes/ablations/*.sh, never run directly.
 #
-# A recipe sets DOMAIN (math|code|logic), MODEL_PATH, SELECTOR (a bots_verl.core selector) and optionally METHOD and
-# EXTRA_ARGS (hydra overrides), then calls `bots_launch "$@"`. Every value below is a ${VAR:-default} knob; anything
-# else is a hydra override passed after the script name (it comes last, so it wins).
+# A recipe sets DOMAIN (math|code|logic), MODEL_PATH and METHOD (a method label, see "methods" below) and optionally
+# EXTRA_ARGS (hydra overrides), then calls `bots_launch "$@"`. Every value below is a ${VAR:-default} knob, except the
+# baselines' defining settings, which are fixed so that a label always means one config; anything else is a hydra
+# override passed after the script name (it comes last, so it wins).
 #
-# Sources of the defaults (see recipes/README.md for the full table):
+# Sources of the settings (recipes/README.md has the full table):
 #   [paper]   BOTS, arXiv 2510.26374 §4 (GRPO, 16 rollouts per task, lambda = rho = 0.1, p* = 0.5, the two GURU
-#             reference columns, Qwen2.5-1.5B/7B-Instruct)
+#             reference columns, Qwen2.5-1.5B/7B), as far as the abstract, the reviews and the notes quote it
+#   [notes]   the paper's baseline descriptions as transcribed by two secondary "paper notes" (unverified against the
+#             PDF): BOTS-MoPPS "lambda = 0, rho = 0"; BOTS-DOTS "approximating lambda = 1, rho = 1", "without Thompson
+#             sampling"; and its main-table and rho-ablation numbers
 #   [trinity] the authors' Trinity-RFT port, examples/bots/bots.yaml (32 tasks/step, lr 1e-6, prompt 4096 / response
 #             8192 tokens, temperature 1.0, 24576 tokens per GPU, grad clip 1.0, 1 epoch, eval every 40 steps)
+#   [mopps]   MoPPS' own code (thu-rllab/MoPPS): Beta posteriors, Thompson sampling, decay 1.0 in its math scripts
+#   [dots]    DOTS' own code (ASTRAL-Group/data-efficient-llm-rl): point estimates, softmax(-|p - 0.5| / tau), tau 1e-3
 #   [guru]    GURU's RL script (no KL, clip 0.2, top_p 1.0)
-#   [infer]   our choice where no source says
+#   [infer]   our choice or reading where no source says
 
 
 # ---- cluster and paths
@@ -43,10 +49,52 @@ SAVE_FREQ=${SAVE_FREQ:-200}                       # [infer]
 ROLLOUT_TP=${ROLLOUT_TP:-1}                       # [trinity] TP=1 engines (use 2 for 7B if memory is short)
 GPU_MEMORY_UTILIZATION=${GPU_MEMORY_UTILIZATION:-0.6}
 SEED=${SEED:-42}                                  # [trinity]
-LAMBDA=${LAMBDA:-0.1}                             # [paper] forgetting
-RHO=${RHO:-0.1}                                   # [paper] implicit-evidence weight
-TARGET=${TARGET:-0.5}                             # [paper] p*
+TARGET=${TARGET:-0.5}                             # [paper] p* (every BOTS-family method)
 REFERENCE_COLUMNS=${REFERENCE_COLUMNS:-'[qwen2.5_7b_pass_rate,qwen3_30b_pass_rate]'}  # [paper] weak -> strong
+# BOTS' own lambda, rho and selection rule; the sweep scripts set them (METHOD=bots_rho<x>, bots_lambda<x>, bots_greedy)
+LAMBDA=${LAMBDA:-0.1}                             # [paper] forgetting toward the prior (old counts x (1 - lambda))
+RHO=${RHO:-0.1}                                   # [paper] implicit-evidence weight
+SELECTION=${SELECTION:-thompson}                  # [paper] Thompson sampling; greedy = posterior mean
+
+# ---- methods: METHOD -> selector and hyperparameters, into the array METHOD_ARGS (bots_verl/runlog.py METHODS
+# defines each label; the dry run refuses a config that disagrees with its label, so the two cannot drift apart)
+bots_method_args() {
+    case "$1" in
+        random)
+            # [paper] uniform sampling, unique within a batch: the reference of every TTB/BSF ratio
+            METHOD_ARGS=(bots.selector=random) ;;
+        offline_easy2hard)
+            # [paper][trinity] static curriculum by the reference pass rates, easiest first (weak column, then strong)
+            METHOD_ARGS=(bots.selector=offline_easy2hard) ;;
+        bots | bots_rho* | bots_lambda* | bots_greedy)
+            # [paper] BOTS: lambda = rho = 0.1, p* = 0.5, interpolation evidence, Thompson sampling
+            METHOD_ARGS=(bots.selector=bots "+bots.hparams.lam=$LAMBDA" "+bots.hparams.rho=$RHO"
+                "+bots.hparams.target=$TARGET" "+bots.hparams.selection=$SELECTION" +bots.hparams.evidence=interpolation) ;;
+        bots_mopps)
+            # BOTS-MoPPS, explicit evidence only, inside the BOTS framework (not MoPPS' own code):
+            #   lam=0    [notes] "lambda = 0"; agrees with [mopps]' math default decay 1.0 (decay = 1 - lambda, i.e. no
+            #            forgetting). Unsure: MoPPS' other scripts decay 0.5, and the reviews say the paper words
+            #            lambda inconsistently; lambda = 0 is read in Eq. 1's convention (larger = more forgetting).
+            #   rho=0, evidence=none   [notes] "rho = 0": no implicit evidence, so no interpolation plug-in either
+            #   thompson [mopps] Thompson sampling toward p* = 0.5 [paper]. Unsure: MoPPS samples from a candidate pool
+            #            (ts_ratio x batch); here, as in BOTS, the whole pool [infer].
+            METHOD_ARGS=(bots.selector=bots +bots.hparams.lam=0.0 +bots.hparams.rho=0.0 "+bots.hparams.target=$TARGET"
+                +bots.hparams.selection=thompson +bots.hparams.evidence=none) ;;
+        bots_dots)
+            # BOTS-DOTS, implicit evidence only, with the interpolation plug-in in place of DOTS' attention model
+            # (paper App. B.6 per the reviews; no reference-set rollouts, no rollout replay):
+            #   lam=1    [notes] "approximating lambda = 1": no memory, each step's estimate replaces the posterior
+            #            (as the [notes] summary of the intro puts it, "implicit-only methods ... discard history")
+            #   rho=1    [notes] "rho = 1": unselected tasks follow the interpolation estimate alone
+            #   greedy   [notes] "without Thompson sampling": the posterior mean closest to p*. Unsure: DOTS itself
+            #            samples softmax(-|p - 0.5| / tau) with tau = 1e-3 [dots], which is greedy up to near-ties.
+            METHOD_ARGS=(bots.selector=bots +bots.hparams.lam=1.0 +bots.hparams.rho=1.0 "+bots.hparams.target=$TARGET"
+                +bots.hparams.selection=greedy +bots.hparams.evidence=interpolation) ;;
+        *)
+            echo "unknown METHOD '$1' (random|offline_easy2hard|bots_mopps|bots_dots|bots|bots_rho<x>|bots_lambda<x>|bots_greedy)" >&2
+            return 1 ;;
+    esac
+}
 
 # Evaluation sets per domain (written by bots_verl.data.guru; the choice is explained in recipes/README.md).
 bots_val_files() {
@@ -67,10 +115,11 @@ bots_model_tag() {
 
 # bots_launch [hydra overrides...]: build the full command and run it (or dry-run it, or record it).
 bots_launch() {
-    : "${DOMAIN:?set DOMAIN}" "${MODEL_PATH:?set MODEL_PATH}" "${SELECTOR:?set SELECTOR}"
-    local method=${METHOD:-$SELECTOR}
+    : "${DOMAIN:?set DOMAIN}" "${MODEL_PATH:?set MODEL_PATH}" "${METHOD:?set METHOD}"
+    local method=$METHOD
     local val_files
-    val_files=$(bots_val_files "$DOMAIN")
+    val_files=$(bots_val_files "$DOMAIN") || return 1
+    bots_method_args "$method" || return 1
     local experiment=${EXPERIMENT_NAME:-${DOMAIN}_$(bots_model_tag "$MODEL_PATH")_${method}_s${SEED}}
     local run_dir=${RUN_DIR:-$RUN_ROOT/$experiment}
 
@@ -128,8 +177,8 @@ bots_launch() {
         "trainer.save_freq=$SAVE_FREQ"
         trainer.val_before_train=True
         "trainer.default_local_dir=$run_dir/checkpoints"
-        # BOTS
-        "bots.selector=$SELECTOR"
+        # BOTS: the method's selector and hyperparameters (bots_method_args), then the shared settings
+        "${METHOD_ARGS[@]}"
         "bots.reference_columns=$REFERENCE_COLUMNS"
         bots.task_id_field=task_id
         bots.success.rule=acc
@@ -141,14 +190,6 @@ bots_launch() {
     if [[ -n $TOTAL_STEPS ]]; then
         args+=("trainer.total_training_steps=$TOTAL_STEPS")
     fi
-    case "$SELECTOR" in
-        bots | mopps | implicit_only)
-            # [paper] defaults, set explicitly (the library defaults of other ports differ)
-            args+=("+bots.hparams.lam=$LAMBDA" "+bots.hparams.target=$TARGET" "+bots.hparams.selection=thompson")
-            # mopps/implicit_only fix rho themselves (0 / 1)
-            if [[ $SELECTOR == bots ]]; then args+=("+bots.hparams.rho=$RHO"); fi
-            ;;
-    esac
     args+=(${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"} "$@")
     if [[ $DRY_RUN == 1 ]]; then
         # validate only; hydra writes nothing either (its default is ./outputs/<date>/<time>/)

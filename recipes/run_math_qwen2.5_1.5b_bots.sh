@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# GURU math, Qwen2.5-1.5B-Instruct, BOTS (lambda = rho = 0.1, p* = 0.5).
+# Main table, GURU math, Qwen2.5-1.5B-Instruct: BOTS with the paper's defaults.
+# The settings and their sources are in recipes/common.sh (bots_method_args for the method's own).
 # Usage: [DRY_RUN=1] [DATA_DIR=...] [MODEL_PATH=...] [NNODES=... GPUS_PER_NODE=...] run_math_qwen2.5_1.5b_bots.sh [hydra overrides...]
 set -euo pipefail
 DOMAIN=math
 MODEL_PATH=${MODEL_PATH:-Qwen/Qwen2.5-1.5B-Instruct}
-SELECTOR=bots
+METHOD=bots
 # shellcheck source=recipes/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 bots_launch "$@"

@@ -8,16 +8,19 @@ histograms, correlations and weak > strong counts. See ``reference_eval/README.m
 
 from .collect import CollectReport, collect
 from .data import DataError
+from .lock import LockError
 from .merge import MergeReport, merge
 from .results import ResultsError, Settings, read_results
-from .scoring import Scorer, resolve_scorer
+from .scoring import ScoreError, Scorer, resolve_scorer
 from .stats import compute_stats
 
 __all__ = [
     "CollectReport",
     "DataError",
+    "LockError",
     "MergeReport",
     "ResultsError",
+    "ScoreError",
     "Scorer",
     "Settings",
     "collect",

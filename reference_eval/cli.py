@@ -9,10 +9,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+import pyarrow as pa
+
 from bots_verl.rewards.success import SUCCESS_RULES, SuccessRule
 
 from .data import DataError
+from .lock import LockError
 from .results import ResultsError
+from .scoring import ScoreError
 
 logger = logging.getLogger("reference_eval")
 
@@ -33,6 +37,8 @@ def _json_dict(text: str) -> dict[str, Any]:
         value = json.loads(text)
     except json.JSONDecodeError as err:
         raise argparse.ArgumentTypeError(f"not JSON: {err}") from err
+    except RecursionError:
+        raise argparse.ArgumentTypeError("JSON nested too deeply") from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("must be a JSON object")
     return value
@@ -48,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging (with tracebacks of errors)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     c = sub.add_parser(
@@ -57,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="sample and score n responses per prompt; append per-prompt results (resumable)",
         description="Sample n responses per prompt with a reference model, score each with the training reward "
         "(by data_source), and append one JSON line per prompt to --out after every batch (flush + fsync). A rerun "
-        "with the same settings skips prompts already in --out; different settings are refused.",
+        "with the same settings skips prompts already in --out; different settings are refused. Every row's "
+        "ground truth is checked before the model loads, and a second collect on the same --out is refused.",
     )
     c.add_argument("--data", required=True, help="verl-format parquet (data_source, prompt, reward_model, ...)")
     c.add_argument("--model", required=True, help="model directory (or a name the backend can load)")
@@ -99,7 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--on-score-error",
         choices=("raise", "fail"),
         default="raise",
-        help="a scorer exception stops the run (raise) or counts the response as a recorded failure (fail)",
+        help="a scorer exception on a response stops the run (raise), or is recorded as a scorer error, never a "
+        "success, and the run goes on (fail); merge leaves such responses out of the pass rate, and a prompt with "
+        "no scored response is NaN",
     )
     c.add_argument("--num-shards", type=int, default=1, help="data parallel: split the tasks into this many shards")
     c.add_argument("--shard-index", type=int, default=0, help="data parallel: the shard this process evaluates")
@@ -117,9 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
         "merge",
         formatter_class=fmt,
         help="add successes/attempts as a float column, matched by task id",
-        description="Add the pass rate (successes/attempts) from results files as a float64 column, matched by task "
-        "id. Rows without a result are NaN (counted in the report), never 0.0. Writes a new file atomically; "
-        "--in-place replaces the input after making a timestamped .bak copy.",
+        description="Add the pass rate (successes over scored responses) from results files as a float64 column, "
+        "matched by task id. Rows without a result, or whose every response hit a scorer error, are NaN (counted "
+        "in the report), never 0.0. Writes a new file atomically; --in-place replaces the input and keeps the old "
+        "one as a timestamped .bak. Leftovers of an interrupted merge are removed (or reported) by the next run.",
     )
     m.add_argument("--data", required=True, help="input parquet")
     m.add_argument("--results", required=True, nargs="+", help="results files (e.g. one per shard), same settings")
@@ -158,7 +168,10 @@ def _collect(args: argparse.Namespace) -> dict[str, Any]:
     from .results import Settings
     from .scoring import resolve_scorer
 
-    scorer = resolve_scorer(args.scorer, SuccessRule(args.success_rule, args.success_threshold))
+    try:
+        scorer = resolve_scorer(args.scorer, SuccessRule(args.success_rule, args.success_threshold))
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"--scorer {args.scorer}: cannot load it ({type(err).__name__}: {err})") from err
     settings = Settings(
         model=args.model,
         n=args.n,
@@ -233,7 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: Arguments (default: ``sys.argv[1:]``).
 
     Returns:
-        The exit status: 0 on success, 2 on bad input or results (the message says what to fix).
+        The exit status: 0 on success, 2 on bad input or results, a concurrent writer, a scorer error or a file that
+        cannot be read or written (one message says what to fix; ``-v`` adds the traceback).
     """
     args = build_parser().parse_args(argv)
     logging.basicConfig(
@@ -249,10 +263,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             result = compute_stats(args.data, args.columns, args.out_dir)
             print(json.dumps(result, indent=2) if args.json else format_stats(result))
-    except (DataError, ResultsError, ValueError) as err:
-        logger.error("%s", err)
+    except (DataError, ResultsError, ValueError, LockError, ScoreError, OSError, pa.ArrowException) as err:
+        logger.debug("traceback of the error below", exc_info=True)
+        logger.error("%s", _describe(err))
         return 2
     return 0
+
+
+def _describe(err: BaseException) -> str:
+    """One line for the user: the message of our errors; the file of an OSError; the type of an Arrow error."""
+    if isinstance(err, OSError) and err.filename is not None:
+        return f"{err.filename}: {err.strerror or err}"
+    if isinstance(err, pa.ArrowException | OSError):
+        return f"{type(err).__name__}: {err}"
+    return str(err)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ __all__ = [
     "Task",
     "read_table",
     "column_values",
+    "decode_json_cell",
     "task_ids",
     "load_tasks",
     "prompt_sha256",
@@ -78,12 +79,32 @@ def read_table(path: str | os.PathLike) -> pa.Table:
         The table.
 
     Raises:
-        DataError: If the file does not exist.
+        DataError: If the file does not exist, is a directory, or is not a readable parquet file (empty, truncated,
+            garbage), naming the file.
     """
     path = Path(path)
+    if path.is_dir():
+        raise DataError(f"{path} is a directory, not a parquet file")
     if not path.is_file():
         raise DataError(f"parquet file not found: {path}")
-    return pq.read_table(path)
+    try:
+        return pq.read_table(path)
+    except (OSError, pa.ArrowException) as err:
+        raise DataError(f"{path}: not a readable parquet file (empty, truncated or not parquet?): {err}") from err
+
+
+def decode_json_cell(text: str, row: int, column: str) -> Any:
+    """Decode a cell that holds JSON text (some GURU variants store ``extra_info``/``reward_model`` that way).
+
+    Raises:
+        DataError: Naming the row and column if the text is not JSON or is nested too deeply to decode.
+    """
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        raise DataError(f"row {row}: {column!r} is a string that is not JSON ({err})") from None
+    except RecursionError:
+        raise DataError(f"row {row}: {column!r} holds JSON nested too deeply to decode") from None
 
 
 def column_values(table: pa.Table, name: str) -> list[Any]:
@@ -111,10 +132,7 @@ def column_values(table: pa.Table, name: str) -> list[Any]:
                 break
             if isinstance(value, str):
                 # Some GURU variants store extra_info / reward_model as JSON strings so all files share one schema.
-                try:
-                    value = json.loads(value)
-                except json.JSONDecodeError as err:
-                    raise DataError(f"row {i}: {head!r} is a string that is not JSON; cannot read {name!r}") from err
+                value = decode_json_cell(value, i, head)
             if not isinstance(value, dict):
                 raise DataError(f"row {i}: cannot read field {part!r} of {name!r} from a {type(value).__name__}")
             if part not in value:
@@ -218,11 +236,19 @@ def load_tasks(
         DataError: On a missing column, a malformed prompt, a missing data_source or ground truth, or repeated ids.
     """
     table = read_table(path)
+    try:
+        return _tasks_of(table, id_column, prompt_column, ground_truth_column)
+    except DataError as err:
+        # Row and column problems are found deep inside; the file is named once, here.
+        raise DataError(f"{path}: {err}") from None
+
+
+def _tasks_of(table: pa.Table, id_column: str, prompt_column: str, ground_truth_column: str) -> list[Task]:
     if table.num_rows == 0:
-        raise DataError(f"{path}: the parquet has no rows")
+        raise DataError("the parquet has no rows")
     for required in ("data_source", prompt_column):
         if required not in table.column_names:
-            raise DataError(f"{path}: required column {required!r} not found; the file has {table.column_names}")
+            raise DataError(f"required column {required!r} not found; the file has {table.column_names}")
     ids = task_ids(table, id_column)
     sources = table.column("data_source").to_pylist()
     prompts = table.column(prompt_column).to_pylist()
@@ -231,13 +257,15 @@ def load_tasks(
     tasks = []
     for i in range(table.num_rows):
         if not isinstance(sources[i], str) or not sources[i]:
-            raise DataError(f"{path}: row {i}: data_source is empty or not a string ({sources[i]!r})")
+            raise DataError(f"row {i}: data_source is empty or not a string ({sources[i]!r})")
         if truths[i] is None:
-            raise DataError(f"{path}: row {i}: {ground_truth_column!r} is null")
+            raise DataError(f"row {i}: {ground_truth_column!r} is null")
         prompt = _check_prompt(prompts[i], i, prompt_column)
         extra = extras[i]
         if isinstance(extra, str):
-            extra = json.loads(extra)
+            extra = decode_json_cell(extra, i, "extra_info")
+        if extra is not None and not isinstance(extra, dict):
+            raise DataError(f"row {i}: extra_info must be a struct or a JSON object, got {type(extra).__name__}")
         tasks.append(Task(ids[i], i, sources[i], prompt, truths[i], extra, prompt_sha256(prompt)))
     return tasks
 

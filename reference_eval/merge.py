@@ -1,20 +1,28 @@
 """``merge``: add ``successes / attempts`` as a float column to the parquet, matched by stable task id.
 
-Rules, each a fix of a failure seen in the upstream tool:
+Rules, each a fix of a failure seen in the upstream tool or in fault tests:
 
-- rows without a result get NaN and are counted, never 0.0 (0.0 means "the reference never solves it");
+- rows without a result get NaN and are counted, never 0.0 (0.0 means "the reference never solves it"); the same
+  holds for a row whose every response hit a scorer error (``unscored``), and a response whose scoring failed is left
+  out of its row's pass rate, never counted as a failure: "we don't know" is never written as a number;
 - rows are matched by task id, not by prompt text (duplicate prompts would collide), and each result's stored prompt
   hash is checked against the row, so an id that now points at another prompt is caught;
 - results for ids the parquet lacks, duplicate results, and duplicate prompts are reported;
 - results from different models or sampling settings are never combined into one column;
 - the output is a new file written atomically (temp file + fsync + rename); replacing the input needs
-  ``in_place=True`` and first copies the input to a backup.
+  ``in_place=True`` and keeps the old file as a timestamped backup (a hard link, made just before the rename);
+- leftovers of a merge that was killed are dealt with by the next run on the same file: a hidden temp file of a
+  process that no longer runs on this host is removed, a backup that is still the very same file as the input (the
+  kill came between backup and rename, so nothing was replaced) is removed, and anything that cannot be judged
+  (a temp file of another host or of a live process) is reported.
 
 The column's Arrow field metadata records the model, sampling settings and scorer under ``reference_eval``.
 """
 
 from __future__ import annotations
 
+import filecmp
+import glob
 import json
 import logging
 import math
@@ -28,13 +36,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bots_verl.data.atomic import fsync_dir, fsync_file, is_stale_tag, writer_tag
+
 from .data import DataError, duplicate_prompt_groups, prompt_hash_of, read_table, task_ids
+from .lock import OutputLock, describe_holder, lock_holder
 from .results import ResultsError, read_results, record_key
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("REFERENCE_EVAL_LOGGING_LEVEL", "INFO"))
 
-__all__ = ["MergeReport", "merge", "atomic_write_table"]
+__all__ = ["MergeReport", "merge", "atomic_write_table", "clean_leftovers"]
 
 
 @dataclass
@@ -45,7 +56,9 @@ class MergeReport:
         column: The column written.
         rows: Rows in the parquet.
         with_results: Rows that got a pass rate.
-        missing: Rows left NaN (no result, or a skipped prompt mismatch).
+        missing: Rows left NaN, for any reason: no result, every response unscored, or a skipped prompt mismatch.
+        unscored: Rows whose result has no scored response (every one hit a scorer error): NaN, not 0.0.
+        partly_unscored: Rows with some responses unscored; their pass rate is over the scored responses only.
         prompt_mismatches: Rows whose result was collected for a different prompt under the same id.
         unknown_ids: Result ids not present in the parquet (ignored).
         duplicate_results: Ids with more than one (identical) result record (deduplicated).
@@ -55,6 +68,8 @@ class MergeReport:
         settings: The sampling and scorer settings.
         out: The file written.
         backup: The backup of the input (in-place only).
+        cleaned: Leftovers of an interrupted earlier merge that this run removed.
+        leftovers: Possible leftovers it could not judge and kept (temp files of another host or a live process).
         examples: A few example ids per problem kind.
     """
 
@@ -71,11 +86,44 @@ class MergeReport:
     settings: dict[str, Any]
     out: str
     backup: str | None = None
+    unscored: int = 0
+    partly_unscored: int = 0
+    cleaned: list[str] = field(default_factory=list)
+    leftovers: list[str] = field(default_factory=list)
     examples: dict[str, list[Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """As a JSON-ready dict."""
         return asdict(self)
+
+
+_TMP_MARK = ".tmp-"
+
+
+def _temp_path(path: Path) -> Path:
+    # Hidden, and tagged with host and pid so that a later run can tell a dead writer's leftover from a live one.
+    return path.with_name(f".{path.name}{_TMP_MARK}{writer_tag()}")
+
+
+def _write_temp(table: pa.Table, path: Path) -> Path:
+    tmp = _temp_path(path)
+    try:
+        pq.write_table(table, tmp)
+        fsync_file(tmp)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def _publish(tmp: Path, path: Path) -> None:
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    # The rename itself is only durable once the directory entry is flushed.
+    fsync_dir(path.parent)
 
 
 def atomic_write_table(table: pa.Table, path: str | os.PathLike) -> None:
@@ -86,21 +134,71 @@ def atomic_write_table(table: pa.Table, path: str | os.PathLike) -> None:
         path: The destination.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    _publish(_write_temp(table, path), path)
+
+
+def clean_leftovers(
+    dest: str | os.PathLike, backups_of: str | os.PathLike | None = None
+) -> tuple[list[str], list[str]]:
+    """Remove what a killed merge left next to ``dest``; report what cannot be judged.
+
+    Args:
+        dest: The output about to be written.
+        backups_of: The input of an in-place merge (``dest`` itself); its ``<name>.<time>.bak`` files are checked.
+
+    Returns:
+        ``(removed, kept)`` paths. Removed: hidden temp files of ``dest`` whose writer (same host) is gone, and backups
+        that are still the same file as the input (the kill came before the rename, so the input is unchanged and
+        the backup holds nothing else). Kept and reported: temp files of another host or a live process.
+    """
+    dest = Path(dest)
+    removed: list[str] = []
+    kept: list[str] = []
+    prefix = f".{dest.name}{_TMP_MARK}"
+    for tmp in sorted(dest.parent.glob(f"{glob.escape(prefix)}*")):
+        if is_stale_tag(tmp.name[len(prefix) :]):
+            tmp.unlink(missing_ok=True)
+            removed.append(str(tmp))
+        else:
+            kept.append(str(tmp))
+    if backups_of is not None:
+        data = Path(backups_of)
+        for backup in sorted(data.parent.glob(f"{glob.escape(data.name)}.*.bak")):
+            if _same_content(backup, data):
+                backup.unlink()
+                removed.append(str(backup))
+    for path in removed:
+        logger.warning("removed %s, left behind by an interrupted merge", path)
+    for path in kept:
+        logger.warning("%s looks like the temp file of another merge (other host, or still running); kept", path)
+    return removed, kept
+
+
+def _same_content(a: Path, b: Path) -> bool:
     try:
-        pq.write_table(table, tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    # The rename itself is only durable once the directory entry is flushed.
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+        if os.path.samefile(a, b):
+            return True
+        # A copy (where hard links are not supported) keeps size and mtime; only then compare the bytes.
+        sa, sb = a.stat(), b.stat()
+        return sa.st_size == sb.st_size and int(sa.st_mtime) == int(sb.st_mtime) and filecmp.cmp(a, b, shallow=False)
+    except OSError:
+        return False
+
+
+def _make_backup(data: Path) -> Path:
+    """Keep the current input as ``<name>.<time>[-k].bak``: a hard link (instant, no space), else a copy."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for k in range(1000):
+        backup = data.with_name(f"{data.name}.{stamp}{f'-{k}' if k else ''}.bak")
+        if not backup.exists():
+            break
+    else:
+        raise DataError(f"cannot find a free backup name for {data}")
     try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+        os.link(data, backup)
+    except OSError:
+        shutil.copy2(data, backup)
+    return backup
 
 
 def _load_results(paths: list[str | os.PathLike]) -> tuple[dict[tuple[str, Any], dict[str, Any]], int, list, dict]:
@@ -109,6 +207,14 @@ def _load_results(paths: list[str | os.PathLike]) -> tuple[dict[tuple[str, Any],
     settings: dict[str, Any] = {}
     settings_ids: dict[str, str] = {}
     for path in paths:
+        holder = lock_holder(path)
+        if holder is not None:
+            logger.warning(
+                "%s is still being written by %s; prompts it has not reached yet will be NaN",
+                path,
+                describe_holder(holder),
+            )
+        # Every line is checked here (check_record): counts, booleans, successes <= scored responses.
         records = read_results(path)
         if not records:
             logger.warning("%s holds no results", path)
@@ -117,28 +223,14 @@ def _load_results(paths: list[str | os.PathLike]) -> tuple[dict[tuple[str, Any],
         settings_ids[str(path)] = sid
         settings = {k: records[0].get(k) for k in ("model", "sampling", "scorer", "settings_id")}
         for rec in records:
-            if not isinstance(rec["attempts"], int) or rec["attempts"] < 1:
-                raise ResultsError(f"{path}: task {rec['task_id']!r} has attempts={rec['attempts']!r}")
-            # fractional under the 'score' success rule (or a fractional 'acc'), so any number in [0, attempts]
-            successes = rec["successes"]
-            if (
-                isinstance(successes, bool)
-                or not isinstance(successes, int | float)
-                or not 0 <= successes <= rec["attempts"]
-            ):
-                raise ResultsError(f"{path}: task {rec['task_id']!r} has successes={rec['successes']!r}")
             key = record_key(rec["task_id"])
             prev = by_id.get(key)
             if prev is None:
                 by_id[key] = rec
                 continue
             duplicates.append(rec["task_id"])
-            same = (prev["successes"], prev["attempts"], prev.get("prompt_sha256")) == (
-                rec["successes"],
-                rec["attempts"],
-                rec.get("prompt_sha256"),
-            )
-            if not same:
+            fields = ("successes", "attempts", "score_errors", "prompt_sha256")
+            if tuple(prev.get(k) for k in fields) != tuple(rec.get(k) for k in fields):
                 raise ResultsError(
                     f"task {rec['task_id']!r} has conflicting results "
                     f"({prev['successes']}/{prev['attempts']} vs {rec['successes']}/{rec['attempts']}); "
@@ -172,7 +264,7 @@ def merge(
         results_paths: Results files (e.g. one per shard), all from the same model and settings.
         column: The new column's name, e.g. ``qwen2.5_7b_pass_rate``.
         out: The output parquet (a new file). Exactly one of ``out`` and ``in_place``.
-        in_place: Replace ``data_path`` (after copying it to ``<data_path>.<timestamp>.bak``).
+        in_place: Replace ``data_path``, keeping the old file as ``<data_path>.<timestamp>.bak``.
         force: Overwrite an existing ``out``.
         replace_column: Overwrite the column if the parquet already has it.
         id_column: The stable task id column (dotted names read struct fields).
@@ -185,6 +277,8 @@ def merge(
     Raises:
         DataError: On bad arguments or input (before anything is written).
         ResultsError: On corrupt, conflicting or mixed-settings results, or prompt mismatches.
+        LockError: If another merge is writing the same output.
+        OSError: If the output cannot be written (nothing is replaced then).
     """
     data_path = Path(data_path)
     if (out is None) == (not in_place):
@@ -200,6 +294,35 @@ def merge(
         if not Path(p).is_file():
             raise DataError(f"results file not found: {p}")
 
+    # One merge per output at a time: two in-place merges of the same file would each add their column to the same
+    # old table, and the second rename would silently drop the first one's column.
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with OutputLock(dest, f"merge --column {column} into {dest}"):
+        return _merge_locked(
+            data_path,
+            list(results_paths),
+            column,
+            dest,
+            in_place=in_place,
+            replace_column=replace_column,
+            id_column=id_column,
+            prompt_column=prompt_column,
+            skip_prompt_mismatch=skip_prompt_mismatch,
+        )
+
+
+def _merge_locked(
+    data_path: Path,
+    results_paths: list[str | os.PathLike],
+    column: str,
+    dest: Path,
+    *,
+    in_place: bool,
+    replace_column: bool,
+    id_column: str,
+    prompt_column: str,
+    skip_prompt_mismatch: bool,
+) -> MergeReport:
     table = read_table(data_path)
     if column in table.column_names and not replace_column:
         raise DataError(f"{data_path} already has a column {column!r}; pass --replace-column to overwrite it")
@@ -210,10 +333,10 @@ def merge(
     else:
         logger.warning("no %r column: cannot verify that results belong to the same prompts", prompt_column)
 
-    by_id, n_dup, dup_examples, settings = _load_results(list(results_paths))
+    by_id, n_dup, dup_examples, settings = _load_results(results_paths)
 
     values: list[float] = []
-    missing_ids, mismatch_ids = [], []
+    missing_ids, mismatch_ids, unscored_ids, partly_ids = [], [], [], []
     attempts: set[int] = set()
     for i, task_id in enumerate(ids):
         rec = by_id.get(record_key(task_id))
@@ -226,7 +349,16 @@ def merge(
             mismatch_ids.append(task_id)
             continue
         attempts.add(rec["attempts"])
-        values.append(rec["successes"] / rec["attempts"])
+        # A response whose scoring raised says nothing about the model: it is left out of the denominator, and a row
+        # with no scored response at all is unknown (NaN), not "never solved" (0.0).
+        scored = rec["attempts"] - rec.get("score_errors", 0)
+        if scored == 0:
+            values.append(math.nan)
+            unscored_ids.append(task_id)
+            continue
+        if scored < rec["attempts"]:
+            partly_ids.append(task_id)
+        values.append(rec["successes"] / scored)
     if mismatch_ids and not skip_prompt_mismatch:
         raise ResultsError(
             f"{len(mismatch_ids)} ids have results collected for a different prompt (e.g. {mismatch_ids[:5]}); "
@@ -252,8 +384,12 @@ def merge(
         model=settings.get("model"),
         settings=settings,
         out=str(dest),
+        unscored=len(unscored_ids),
+        partly_unscored=len(partly_ids),
         examples={
             "missing": missing_ids[:5],
+            "unscored": unscored_ids[:5],
+            "partly_unscored": partly_ids[:5],
             "prompt_mismatches": mismatch_ids[:5],
             "unknown_ids": unknown[:5],
             "duplicate_results": dup_examples,
@@ -261,6 +397,12 @@ def merge(
     )
     if len(attempts) > 1:
         logger.warning("pass rates over different attempt counts %s; values are not on one grid", sorted(attempts))
+    if partly_ids:
+        logger.warning(
+            "%d rows had responses whose scoring failed; their pass rate is over the scored responses only (e.g. %s)",
+            len(partly_ids),
+            partly_ids[:5],
+        )
 
     meta = {b"reference_eval": json.dumps({**settings, "rows_with_results": report.with_results}).encode()}
     new_field = pa.field(column, pa.float64(), nullable=True, metadata=meta)
@@ -270,15 +412,32 @@ def merge(
     else:
         table = table.append_column(new_field, array)
 
+    report.cleaned, report.leftovers = clean_leftovers(dest, data_path if in_place else None)
+    # Order matters for a kill at any point: the new table is complete on disk before the backup exists, and the
+    # backup (a hard link to the unchanged input) exists before the rename; clean_leftovers undoes either stage.
+    tmp = _write_temp(table, dest)
     if in_place:
-        backup = data_path.with_name(f"{data_path.name}.{time.strftime('%Y%m%d-%H%M%S')}.bak")
-        if backup.exists():
-            raise DataError(f"backup {backup} already exists; retry in a second")
-        shutil.copy2(data_path, backup)
-        report.backup = str(backup)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_table(table, dest)
+        try:
+            report.backup = str(_make_backup(data_path))
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    try:
+        _publish(tmp, dest)
+    except BaseException:
+        if report.backup is not None:
+            Path(report.backup).unlink(missing_ok=True)
+        raise
     logger.info("merge: %s", json.dumps(report.to_dict(), default=str))
     if n_missing:
-        logger.warning("%d of %d rows have no result and are NaN in %r", n_missing, len(ids), column)
+        logger.warning(
+            "%d of %d rows are NaN in %r: %d without a result, %d unscored (every response hit a scorer error), "
+            "%d with a result for another prompt",
+            n_missing,
+            len(ids),
+            column,
+            len(missing_ids),
+            len(unscored_ids),
+            len(mismatch_ids),
+        )
     return report

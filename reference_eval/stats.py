@@ -87,7 +87,8 @@ def _plot_hist(name: str, values: np.ndarray, summary: dict[str, Any], path: Pat
     ax.hist(ok, bins=bins, color="tab:blue", edgecolor="white")
     ax.set_xlabel(name)
     ax.set_ylabel("rows")
-    ax.set_title(f"{name}: {ok.size} values, {summary['nan']} NaN, mean {summary['mean'] or float('nan'):.3f}")
+    mean = float("nan") if summary["mean"] is None else summary["mean"]  # `or` would print a mean of 0.0 as nan
+    ax.set_title(f"{name}: {ok.size} values, {summary['nan']} NaN, mean {mean:.3f}")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

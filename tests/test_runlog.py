@@ -56,3 +56,26 @@ def test_resume_keeps_earlier_metrics(tmp_path):
     assert [p.name for p in metrics_files(tmp_path)] == ["metrics.part0.jsonl", "metrics.part1.jsonl", "metrics.jsonl"]
     assert [step for step, _ in iter_metrics(tmp_path)] == [1, 2, 3, 3, 4, 5]
     assert dict(iter_metrics(tmp_path))[3] == {"acc": 3}  # the later value of a repeated step wins
+
+
+def test_method_labels():
+    from bots_verl.runlog import METHODS, PAPER_METHODS, method_display, method_spec
+
+    assert [m.display for m in PAPER_METHODS] == ["Random", "Offline (easy→hard)", "BOTS-MoPPS", "BOTS-DOTS", "BOTS"]
+    mopps, dots, bots = (METHODS[k] for k in ("bots_mopps", "bots_dots", "bots"))
+    assert (mopps.selector, mopps.hparams["lam"], mopps.hparams["rho"], mopps.hparams["selection"]) == (
+        "bots",
+        0.0,
+        0.0,
+        "thompson",
+    )
+    assert (dots.hparams["lam"], dots.hparams["rho"], dots.hparams["selection"]) == (1.0, 1.0, "greedy")
+    # the sweep endpoints are other configs than the baselines
+    assert dict(method_spec("bots_rho0").hparams) == {**bots.hparams, "rho": 0.0} != dict(mopps.hparams)
+    assert dict(method_spec("bots_lambda1.0").hparams) == {**bots.hparams, "lam": 1.0}
+    assert method_spec("my_run") is None and method_display("my_run") == "my_run"
+    assert method_display("bots_rho0.05") == "BOTS (ρ=0.05)" and method_display("bots_greedy") == "BOTS (greedy)"
+    for bad in ("bots_rho", "bots_rhoX", "bots_lambda1.5"):
+        with pytest.raises(ValueError, match="sweep label"):
+            method_spec(bad)
+    assert method_display("bots_rhoX") == "bots_rhoX"

@@ -6,6 +6,9 @@ Example:
     >>> batch = sel.select(32)
     >>> sel.update(batch, successes, attempts)   # per task of the batch, e.g. out of 16 rollouts
 
+``python -m bots_verl.core --list`` prints every registered selector, evidence plug-in and selection rule with its
+hyperparameters. The paper's rules, written plainly, are in :mod:`bots_verl.core.paper_rules`.
+
 This package imports only numpy and the standard library.
 """
 
@@ -13,15 +16,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from bots_verl.core.evidence import EVIDENCE, ImplicitEvidence, register_evidence
+# Importing the modules registers their entries: the paper's selectors and baselines, then what lies beyond the paper
+# (the ``irt`` evidence and ``bots_plus``).
+from bots_verl.core import baseline_selectors as _baseline_selectors  # noqa: F401
+from bots_verl.core import bots_plus as _bots_plus  # noqa: F401
+from bots_verl.core import irt_evidence as _irt_evidence  # noqa: F401
+from bots_verl.core.beta_selectors import BetaPosteriorSelector
+from bots_verl.core.evidence import ImplicitEvidence, register_evidence
 from bots_verl.core.metrics import effective_task_ratio
 from bots_verl.core.posterior import BetaPosterior
-from bots_verl.core.selection import SELECTION_RULES
-from bots_verl.core.selectors import SELECTORS, BetaPosteriorSelector, Selector, register_selector
-
-# Beyond the paper: importing these registers the ``irt`` evidence, the ``learnability`` rule and ``bots_plus``.
-from bots_verl.core import irt_evidence as _irt_evidence  # noqa: E402,F401  isort: skip
-from bots_verl.core import bots_plus as _bots_plus  # noqa: E402,F401  isort: skip
+from bots_verl.core.registry import EVIDENCE, SELECTION_RULES, SELECTORS, Registry
+from bots_verl.core.selector_base import Selector, register_selector
 
 __all__ = [
     "EVIDENCE",
@@ -30,6 +35,7 @@ __all__ = [
     "BetaPosterior",
     "BetaPosteriorSelector",
     "ImplicitEvidence",
+    "Registry",
     "Selector",
     "build_selector",
     "effective_task_ratio",
@@ -44,19 +50,18 @@ def build_selector(
     """Build a registered selector.
 
     Args:
-        name: ``bots``, ``mopps``, ``implicit_only``, ``random``, ``offline_easy2hard``, ``sequential`` or any name
-            added with :func:`register_selector`.
+        name: a name in :data:`SELECTORS` (``python -m bots_verl.core --list`` prints them with their
+            hyperparameters), e.g. ``bots``, ``mopps``, ``random``.
         num_tasks: the pool size; tasks are ``0 .. num_tasks - 1``.
         reference_pass_rates: ``(num_tasks,)`` or ``(num_tasks, K)`` reference pass rates, columns weak -> strong.
         seed: seed of the selector's generator; same seed and same updates give the same selections.
-        **hparams: the selector's hyperparameters (``SELECTORS[name].DEFAULTS``) and its evidence plug-in's.
+        **hparams: the selector's hyperparameters, its evidence plug-in's and its selection rule's.
 
     Returns:
         The selector.
 
     Raises:
-        ValueError: for an unknown name or hyperparameter, or invalid values.
+        ValueError: for an unknown name or hyperparameter, invalid values, an override of a preset's defining
+            setting (e.g. ``rho`` for ``mopps``), or a pool too large for the available memory.
     """
-    if name not in SELECTORS:
-        raise ValueError(f"unknown selector {name!r}; registered: {sorted(SELECTORS)}")
-    return SELECTORS[name](num_tasks, reference_pass_rates=reference_pass_rates, seed=seed, **hparams)
+    return SELECTORS.lookup(name)(num_tasks, reference_pass_rates=reference_pass_rates, seed=seed, **hparams)

@@ -5,43 +5,40 @@ other task. A plug-in turns one step's observed batch into a prediction ``p_tild
 posterior then adds ``rho * m * p_tilde`` pseudo-successes and ``rho * m * (1 - p_tilde)`` pseudo-failures to each
 unselected task (see :mod:`bots_verl.core.posterior`).
 
-Adding a plug-in is one small class plus its registry line::
+An update is all-or-nothing, so a plug-in works in two phases: :meth:`ImplicitEvidence.propose` computes the
+prediction and the plug-in's next state without changing anything, and :meth:`ImplicitEvidence.commit` adopts that
+state once the selector knows the whole update is valid. Adding a plug-in is one small class::
 
-    @register_evidence("my_plugin")
+    @EVIDENCE.register("my_plugin")
     class MyEvidence(ImplicitEvidence):
         DEFAULTS = {"my_param": 1.0}
 
-        def observe(self, indices, rates, attempts):
-            ...  # return an array of length num_tasks, or None for "no implicit evidence this step"
+        def propose(self, indices, rates, attempts):
+            ...  # return (p_tilde over the pool or None, the next state)
+
+        def commit(self, state):
+            ...
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
 
-from bots_verl.core.validation import check_unit_interval
+from bots_verl.core.registry import EVIDENCE
+from bots_verl.core.validation import check_count, check_unit_interval, require_keys
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["EVIDENCE", "ImplicitEvidence", "InterpolationEvidence", "NoEvidence", "register_evidence"]
 
-EVIDENCE: dict[str, type[ImplicitEvidence]] = {}
 
-
-def register_evidence(name: str):
-    """Class decorator that registers an :class:`ImplicitEvidence` subclass under ``name``."""
-
-    def wrap(cls: type[ImplicitEvidence]) -> type[ImplicitEvidence]:
-        if name in EVIDENCE:
-            raise ValueError(f"evidence plug-in {name!r} is already registered")
-        cls.name = name
-        EVIDENCE[name] = cls
-        return cls
-
-    return wrap
+def register_evidence(name: str) -> Callable[[type[ImplicitEvidence]], type[ImplicitEvidence]]:
+    """Class decorator that registers an :class:`ImplicitEvidence` subclass (same as ``EVIDENCE.register``)."""
+    return EVIDENCE.register(name)
 
 
 class ImplicitEvidence:
@@ -62,10 +59,17 @@ class ImplicitEvidence:
         self.reference = reference
         self.params = {**self.DEFAULTS, **params}
 
-    def observe(self, indices: np.ndarray, rates: np.ndarray, attempts: np.ndarray) -> np.ndarray | None:
-        """Take one step's observed batch and return predicted success rates over the pool.
+    @classmethod
+    def bytes_per_task(cls, reference_columns: int) -> tuple[int, int]:
+        """Bytes per pool task ``(held, working)``: what the plug-in keeps, and the most that :meth:`propose` still
+        holds when it returns (its prediction and new state) or allocates while building (see
+        :mod:`bots_verl.core.memory`)."""
+        return 0, 0
 
-        Called once per update, after validation, so it may update internal state.
+    def propose(
+        self, indices: np.ndarray, rates: np.ndarray, attempts: np.ndarray
+    ) -> tuple[np.ndarray | None, dict[str, Any]]:
+        """The prediction over the pool after one step's observed batch, and the state after it; changes nothing.
 
         Args:
             indices: the validated task indices trained this step.
@@ -73,14 +77,25 @@ class ImplicitEvidence:
             attempts: their rollout counts (how much each observed rate is worth).
 
         Returns:
-            ``p_tilde`` of length ``num_tasks`` in [0, 1], or None when the plug-in has no prediction this step.
+            ``p_tilde`` of length ``num_tasks`` in [0, 1] (None when the plug-in has no prediction), and the state
+            to pass to :meth:`commit`.
         """
         raise NotImplementedError
+
+    def commit(self, state: dict[str, Any]) -> None:
+        """Adopt the state :meth:`propose` returned (the selector calls it once the whole update is valid)."""
+        self.load_state_dict(state)
+
+    def observe(self, indices: np.ndarray, rates: np.ndarray, attempts: np.ndarray) -> np.ndarray | None:
+        """Learn from one batch and return the new prediction over the pool (:meth:`propose`, then :meth:`commit`)."""
+        p_tilde, state = self.propose(indices, rates, attempts)
+        self.commit(state)
+        return p_tilde
 
     def predict(self, indices: np.ndarray | None = None) -> np.ndarray | None:
         """The current prediction for ``indices`` (all tasks if None) without changing state; None if there is none.
 
-        Lets a selector measure the prediction's error on a batch *before* :meth:`observe` sees it.
+        Lets a selector measure the prediction's error on a batch *before* the plug-in learns from it.
         """
         return None
 
@@ -102,15 +117,25 @@ class ImplicitEvidence:
         """Restore what :meth:`state_dict` returned."""
 
 
-@register_evidence("none")
+@EVIDENCE.register("none")
 class NoEvidence(ImplicitEvidence):
     """Explicit evidence only: unselected tasks receive nothing (only the forgetting toward the prior)."""
 
-    def observe(self, indices: np.ndarray, rates: np.ndarray, attempts: np.ndarray) -> None:
+    def propose(self, indices: np.ndarray, rates: np.ndarray, attempts: np.ndarray) -> tuple[None, dict[str, Any]]:
+        return None, {}
+
+
+def _optional_finite(name: str, value: Any) -> float | None:
+    if value is None:
         return None
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise ValueError(f"interpolation evidence checkpoint {name} must be a number or None, got {value!r}")
+    if not np.isfinite(value):
+        raise ValueError(f"interpolation evidence checkpoint has a non-finite {name} {value!r}")
+    return float(value)
 
 
-@register_evidence("interpolation")
+@EVIDENCE.register("interpolation")
 class InterpolationEvidence(ImplicitEvidence):
     """The paper's plug-in: the policy sits at a global position ``mu`` between a weak and a strong reference model.
 
@@ -130,6 +155,10 @@ class InterpolationEvidence(ImplicitEvidence):
 
     DEFAULTS: ClassVar[dict[str, Any]] = {"gamma": 0.9, "degenerate_tol": 1e-3}
     needs_reference: ClassVar[bool] = True
+
+    @classmethod
+    def bytes_per_task(cls, reference_columns: int) -> tuple[int, int]:
+        return 16, 8  # weak and gap; the prediction
 
     def __init__(self, num_tasks: int, reference: np.ndarray | None, **params: Any) -> None:
         super().__init__(num_tasks, reference, **params)
@@ -153,22 +182,31 @@ class InterpolationEvidence(ImplicitEvidence):
         self.mu_raw: float | None = None
         self.degenerate_batches = 0
 
-    def observe(self, indices: np.ndarray, rates: np.ndarray, attempts: np.ndarray) -> np.ndarray | None:
+    def propose(
+        self, indices: np.ndarray, rates: np.ndarray, attempts: np.ndarray
+    ) -> tuple[np.ndarray | None, dict[str, Any]]:
         w_mean = float(self.weak[indices].mean())
         gap_mean = float(self.gap[indices].mean())
+        state: dict[str, Any] = {"mu": self.mu, "mu_raw": None, "degenerate_batches": self.degenerate_batches}
         if abs(gap_mean) < self.degenerate_tol:
-            self.degenerate_batches += 1
-            self.mu_raw = None
+            state["degenerate_batches"] += 1
         else:
-            self.mu_raw = (float(rates.mean()) - w_mean) / gap_mean
-            self.mu = self.mu_raw if self.mu is None else self.gamma * self.mu + (1.0 - self.gamma) * self.mu_raw
-        return self.predict()
+            mu_raw = (float(rates.mean()) - w_mean) / gap_mean
+            state["mu_raw"] = mu_raw
+            state["mu"] = mu_raw if self.mu is None else self.gamma * self.mu + (1.0 - self.gamma) * mu_raw
+        return self._interpolate(state["mu"], None), state
+
+    def commit(self, state: dict[str, Any]) -> None:
+        self.mu, self.mu_raw, self.degenerate_batches = state["mu"], state["mu_raw"], state["degenerate_batches"]
 
     def predict(self, indices: np.ndarray | None = None) -> np.ndarray | None:
-        if self.mu is None:
+        return self._interpolate(self.mu, indices)
+
+    def _interpolate(self, mu: float | None, indices: np.ndarray | None) -> np.ndarray | None:
+        if mu is None:
             return None
         weak, gap = (self.weak, self.gap) if indices is None else (self.weak[indices], self.gap[indices])
-        p = gap * self.mu
+        p = gap * mu
         p += weak
         return np.clip(p, 0.0, 1.0, out=p)
 
@@ -183,12 +221,17 @@ class InterpolationEvidence(ImplicitEvidence):
         return {"mu": self.mu, "mu_raw": self.mu_raw, "degenerate_batches": self.degenerate_batches}
 
     def check_state(self, state: dict[str, Any]) -> None:
-        if "mu" not in state:
-            raise ValueError("interpolation evidence checkpoint lacks 'mu'")
-        if state["mu"] is not None and not np.isfinite(float(state["mu"])):
-            raise ValueError(f"interpolation evidence checkpoint has a non-finite mu {state['mu']!r}")
+        require_keys(state, ("mu", "mu_raw", "degenerate_batches"), "interpolation evidence checkpoint")
+        _optional_finite("mu", state["mu"])
+        _optional_finite("mu_raw", state["mu_raw"])
+        check_count("interpolation evidence checkpoint degenerate_batches", state["degenerate_batches"])
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.mu = None if state["mu"] is None else float(state["mu"])
-        self.mu_raw = None if state.get("mu_raw") is None else float(state["mu_raw"])
-        self.degenerate_batches = int(state.get("degenerate_batches", 0))
+        self.check_state(state)
+        self.commit(
+            {
+                "mu": _optional_finite("mu", state["mu"]),
+                "mu_raw": _optional_finite("mu_raw", state["mu_raw"]),
+                "degenerate_batches": int(state["degenerate_batches"]),
+            }
+        )

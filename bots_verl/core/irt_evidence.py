@@ -35,18 +35,30 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from bots_verl.core.evidence import ImplicitEvidence, register_evidence
-from bots_verl.core.validation import check_unit_interval
+from bots_verl.core.evidence import ImplicitEvidence
+from bots_verl.core.registry import EVIDENCE
+from bots_verl.core.validation import check_real_array, check_unit_interval, require_keys
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["IRTEvidence", "logit"]
+
+_STATE_KEYS = ("gram", "moment", "coef", "tau2", "res_mean", "res_prec", "fitted", "last_rmse_logit")
 
 
 def logit(p: np.ndarray | float, eps: float = 1e-6) -> np.ndarray:
     """Log-odds of ``p`` clipped to ``[eps, 1 - eps]`` (float64 array)."""
     q = np.clip(np.asarray(p, dtype=np.float64), eps, 1.0 - eps)
     return np.log(q) - np.log1p(-q)
+
+
+def _logit_into(p: np.ndarray, eps: float, out: np.ndarray) -> None:
+    """:func:`logit` written into ``out`` with one temporary of ``p``'s size (it runs over the whole pool)."""
+    q = np.clip(p, eps, 1.0 - eps)
+    np.log(q, out=out)
+    np.negative(q, out=q)
+    np.log1p(q, out=q)
+    out -= q
 
 
 def _sigmoid_inplace(z: np.ndarray) -> np.ndarray:
@@ -58,7 +70,7 @@ def _sigmoid_inplace(z: np.ndarray) -> np.ndarray:
     return z
 
 
-@register_evidence("irt")
+@EVIDENCE.register("irt")
 class IRTEvidence(ImplicitEvidence):
     """Per-task predictions from a logit-linear model over all reference columns, plus per-task residuals.
 
@@ -87,6 +99,11 @@ class IRTEvidence(ImplicitEvidence):
     }
     needs_reference: ClassVar[bool] = True
 
+    @classmethod
+    def bytes_per_task(cls, reference_columns: int) -> tuple[int, int]:
+        # held: the design matrix, residual means and precisions; working: the new residual arrays and the prediction
+        return 8 * (reference_columns + 1) + 16, 24
+
     def __init__(self, num_tasks: int, reference: np.ndarray | None, **params: Any) -> None:
         super().__init__(num_tasks, reference, **params)
         if reference is None:
@@ -108,7 +125,7 @@ class IRTEvidence(ImplicitEvidence):
         # Design matrix [1, logit(ref_1), ..., logit(ref_K)], fixed for the run.
         self.features = np.empty((num_tasks, k + 1))
         self.features[:, 0] = 1.0
-        self.features[:, 1:] = logit(reference, eps)
+        _logit_into(reference, eps, self.features[:, 1:])
         self.prior_coef = np.concatenate([[0.0], np.full(k, 1.0 / k)])
         # Mutable state.
         self.gram = np.zeros((k + 1, k + 1))
@@ -125,13 +142,16 @@ class IRTEvidence(ImplicitEvidence):
     # ------------------------------------------------------------------------------------------------ prediction
     def predict_logit(self, indices: np.ndarray | None = None) -> np.ndarray:
         """Predicted log-odds for ``indices`` (all tasks if None) from the current state; changes nothing."""
+        return self._logit(self.state_dict_view(), indices)
+
+    def _logit(self, state: dict[str, Any], indices: np.ndarray | None) -> np.ndarray:
         x = self.features if indices is None else self.features[indices]
-        z = x @ self.coef
+        z = x @ state["coef"]
         if self.use_residual:
-            prec = self.res_prec if indices is None else self.res_prec[indices]
-            mean = self.res_mean if indices is None else self.res_mean[indices]
+            prec = state["res_prec"] if indices is None else state["res_prec"][indices]
+            mean = state["res_mean"] if indices is None else state["res_mean"][indices]
             # Shrink each residual by its reliability tau2 / (tau2 + 1/prec) = prec / (prec + 1/tau2).
-            shrink = prec / (prec + 1.0 / self.tau2)
+            shrink = prec / (prec + 1.0 / state["tau2"])
             shrink *= mean
             z += shrink
         return z
@@ -143,8 +163,10 @@ class IRTEvidence(ImplicitEvidence):
         return _sigmoid_inplace(self.predict_logit(indices))
 
     # ---------------------------------------------------------------------------------------------------- update
-    def observe(self, indices: np.ndarray, rates: np.ndarray, attempts: np.ndarray | None = None) -> np.ndarray:
-        """Fit the batch, then return the prediction over the pool.
+    def propose(
+        self, indices: np.ndarray, rates: np.ndarray, attempts: np.ndarray | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Fit the batch into a new state and return the prediction over the pool under it; changes nothing.
 
         Args:
             indices: validated task indices of the batch.
@@ -159,26 +181,38 @@ class IRTEvidence(ImplicitEvidence):
         x = self.features[indices]
         # The regression sees raw logits (it is the population model); residuals are filtered separately below.
         keep = 1.0 - self.forget
-        self.gram *= keep
-        self.moment *= keep
-        self.gram += (x * w[:, None]).T @ x
-        self.moment += (x * w[:, None]).T @ y
-        k1 = self.gram.shape[0]
+        gram = self.gram * keep
+        gram += (x * w[:, None]).T @ x
+        moment = self.moment * keep
+        moment += (x * w[:, None]).T @ y
         # Ridge relative to one fully informative 16-rollout observation (weight 4), toward the prior coefficients.
-        reg = self.ridge * 4.0 * np.eye(k1)
-        self.coef = np.linalg.solve(self.gram + reg, self.moment + reg @ self.prior_coef)
-        self.fitted = True
-        res = y - x @ self.coef
-        self.last_rmse_logit = float(np.sqrt(np.mean(res**2)))
+        reg = self.ridge * 4.0 * np.eye(gram.shape[0])
+        coef = np.linalg.solve(gram + reg, moment + reg @ self.prior_coef)
+        res = y - x @ coef
         # tau2: residual variance beyond the binomial noise of the empirical logits (1 / w), smoothed over batches.
         excess = float(np.mean(res**2 - 1.0 / w))
-        self.tau2 = float(np.clip(0.9 * self.tau2 + 0.1 * excess, 0.05, 25.0))
+        state: dict[str, Any] = {
+            "gram": gram,
+            "moment": moment,
+            "coef": coef,
+            "tau2": float(np.clip(0.9 * self.tau2 + 0.1 * excess, 0.05, 25.0)),
+            "res_mean": self.res_mean,
+            "res_prec": self.res_prec,
+            "fitted": True,
+            "last_rmse_logit": float(np.sqrt(np.mean(res**2))),
+        }
         if self.use_residual:
-            self.res_prec *= 1.0 - self.residual_forget
-            prec_b = self.res_prec[indices]
-            self.res_mean[indices] = (prec_b * self.res_mean[indices] + w * res) / (prec_b + w)
-            self.res_prec[indices] = prec_b + w
-        return self.predict()
+            res_prec = self.res_prec * (1.0 - self.residual_forget)
+            res_mean = self.res_mean.copy()
+            prec_b = res_prec[indices]
+            res_mean[indices] = (prec_b * res_mean[indices] + w * res) / (prec_b + w)
+            res_prec[indices] = prec_b + w
+            state["res_mean"], state["res_prec"] = res_mean, res_prec
+        return _sigmoid_inplace(self._logit(state, None)), state
+
+    def commit(self, state: dict[str, Any]) -> None:
+        for key, value in state.items():
+            setattr(self, key, value)
 
     # ------------------------------------------------------------------------------------------- logging, state
     def stats(self) -> dict[str, float]:
@@ -188,20 +222,16 @@ class IRTEvidence(ImplicitEvidence):
         out["tasks_with_residual"] = float(np.count_nonzero(self.res_prec))
         return out
 
+    def state_dict_view(self) -> dict[str, Any]:
+        """The state without copies (for reading only)."""
+        return {key: getattr(self, key) for key in _STATE_KEYS}
+
     def state_dict(self) -> dict[str, Any]:
-        return {
-            "gram": self.gram.copy(),
-            "moment": self.moment.copy(),
-            "coef": self.coef.copy(),
-            "tau2": self.tau2,
-            "res_mean": self.res_mean.copy(),
-            "res_prec": self.res_prec.copy(),
-            "fitted": self.fitted,
-            "last_rmse_logit": self.last_rmse_logit,
-        }
+        return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in self.state_dict_view().items()}
 
     def check_state(self, state: dict[str, Any]) -> None:
         """Raise ``ValueError`` unless ``state`` fits this pool and reference width (nothing is changed)."""
+        require_keys(state, _STATE_KEYS, "irt evidence checkpoint")
         k1 = self.features.shape[1]
         shapes = {
             "gram": (k1, k1),
@@ -211,19 +241,24 @@ class IRTEvidence(ImplicitEvidence):
             "res_prec": (self.num_tasks,),
         }
         for key, shape in shapes.items():
-            arr = np.asarray(state[key], dtype=np.float64)
-            if arr.shape != shape or not np.all(np.isfinite(arr)):
-                raise ValueError(f"irt evidence checkpoint {key} has shape {arr.shape} (expected {shape}) or NaN")
-        if np.any(np.asarray(state["res_prec"]) < 0) or not float(state["tau2"]) > 0:
-            raise ValueError("irt evidence checkpoint has negative precisions or a non-positive tau2")
+            check_real_array(f"irt evidence checkpoint {key}", state[key], shape)
+        if np.any(np.asarray(state["res_prec"]) < 0):
+            raise ValueError("irt evidence checkpoint has negative residual precisions")
+        check_real_array("irt evidence checkpoint tau2", state["tau2"], (), positive=True)
+        if not isinstance(state["fitted"], bool | np.bool_):
+            raise ValueError(f"irt evidence checkpoint fitted must be true or false, got {state['fitted']!r}")
+        # NaN before the first batch, so only the type is checked
+        rmse = state["last_rmse_logit"]
+        if isinstance(rmse, bool) or not isinstance(rmse, float | int | np.floating | np.integer):
+            raise ValueError(f"irt evidence checkpoint last_rmse_logit must be a number, got {rmse!r}")
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.check_state(state)
-        self.gram = np.array(state["gram"], dtype=np.float64)
-        self.moment = np.array(state["moment"], dtype=np.float64)
-        self.coef = np.array(state["coef"], dtype=np.float64)
-        self.tau2 = float(state["tau2"])
-        self.res_mean = np.array(state["res_mean"], dtype=np.float64)
-        self.res_prec = np.array(state["res_prec"], dtype=np.float64)
-        self.fitted = bool(state["fitted"])
-        self.last_rmse_logit = float(state["last_rmse_logit"])
+        self.commit(
+            {
+                **{k: np.array(state[k], dtype=np.float64) for k in ("gram", "moment", "coef", "res_mean", "res_prec")},
+                "tau2": float(state["tau2"]),
+                "fitted": bool(state["fitted"]),
+                "last_rmse_logit": float(state["last_rmse_logit"]),
+            }
+        )

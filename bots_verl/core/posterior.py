@@ -1,4 +1,7 @@
-"""Per-task Beta posteriors and the paper's generalised update rule.
+"""Per-task Beta posteriors and the paper's generalised update rule (the optimised path).
+
+The same rules written plainly, step by step, are in :mod:`bots_verl.core.paper_rules`; a test holds this module to
+them to 1e-12. Read that one first.
 
 BOTS (arXiv 2510.26374, Eq. 1) keeps ``Beta(alpha_k, beta_k)`` over every task's success probability and applies,
 once per training step with batch ``B_t``::
@@ -25,36 +28,50 @@ size ``alpha + beta`` converges to ``alpha0 + beta0 + rho * m / lam`` and an alw
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
 
+from bots_verl.core.validation import check_real_array, require_keys
+
+logger = logging.getLogger(__name__)
+
 __all__ = ["BetaPosterior"]
 
+Prior = float | np.ndarray
 
-def _at(x: np.ndarray | float, idx: np.ndarray) -> np.ndarray | float:
-    return x[idx] if isinstance(x, np.ndarray) else x
+
+def _prior_of(prior: Prior, indices: np.ndarray) -> Prior:
+    """The prior of the tasks ``indices``: the shared scalar, or their entries of a per-task prior."""
+    return prior[indices] if isinstance(prior, np.ndarray) else prior
+
+
+def _check_prior(name: str, value: Any, num_tasks: int) -> Prior:
+    """A positive finite scalar, or such an array of length ``num_tasks``, as a float or a fresh float64 array."""
+    if np.ndim(value) == 0:
+        return float(check_real_array(name, value, (), positive=True))
+    return check_real_array(name, value, (num_tasks,), positive=True)
 
 
 class BetaPosterior:
     """Beta(alpha_k, beta_k) for every task of a pool, with per-task or shared priors.
 
     Args:
+        num_tasks: the pool size.
         alpha0: prior pseudo-successes, a positive scalar (shared) or an array of length ``num_tasks``.
         beta0: prior pseudo-failures, likewise.
-        num_tasks: the pool size.
     """
 
-    def __init__(self, num_tasks: int, alpha0: float | np.ndarray, beta0: float | np.ndarray) -> None:
-        for name, prior in (("alpha0", alpha0), ("beta0", beta0)):
-            arr = np.asarray(prior, dtype=np.float64)
-            if arr.ndim not in (0, 1) or (arr.ndim == 1 and arr.size != num_tasks):
-                raise ValueError(f"{name} must be a scalar or have length {num_tasks}, got shape {arr.shape}")
-            if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-                raise ValueError(f"{name} must be positive and finite")
+    # Bytes per task: alpha and beta; one update computes both anew before the old ones are dropped, and the
+    # implicit pseudo-counts.
+    HELD_BYTES_PER_TASK = 16
+    WORKING_BYTES_PER_TASK = 24
+
+    def __init__(self, num_tasks: int, alpha0: Prior, beta0: Prior) -> None:
         self.num_tasks = num_tasks
-        self.alpha0 = float(alpha0) if np.ndim(alpha0) == 0 else np.asarray(alpha0, dtype=np.float64).copy()
-        self.beta0 = float(beta0) if np.ndim(beta0) == 0 else np.asarray(beta0, dtype=np.float64).copy()
+        self.alpha0 = _check_prior("alpha0", alpha0, num_tasks)
+        self.beta0 = _check_prior("beta0", beta0, num_tasks)
         self.alpha = np.broadcast_to(self.alpha0, (num_tasks,)).astype(np.float64)
         self.beta = np.broadcast_to(self.beta0, (num_tasks,)).astype(np.float64)
 
@@ -66,7 +83,7 @@ class BetaPosterior:
         """Effective sample size ``alpha + beta`` per task."""
         return self.alpha + self.beta
 
-    def step(
+    def updated(
         self,
         indices: np.ndarray,
         successes: np.ndarray,
@@ -76,35 +93,48 @@ class BetaPosterior:
         lam: float,
         rho: float,
         m: float,
-    ) -> None:
-        """Apply one training step's update (inputs already validated).
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The posterior after one training step, as new arrays; this posterior is left unchanged.
 
         Args:
-            indices: unique task indices trained this step.
+            indices: unique task indices trained this step (validated).
             successes: their (possibly fractional) successes.
             failures: their failures (attempts - successes).
             p_tilde: predicted success rates over the whole pool, or None for no implicit evidence.
             lam: forgetting rate toward the prior.
             rho: weight of implicit evidence.
             m: implicit pseudo-count scale (pseudo-observations per unselected task per step, before ``rho``).
+
+        Returns:
+            The new ``(alpha, beta)``; assign them to commit the step.
+
+        Raises:
+            ValueError: if the result is not finite and positive (counts too large for float64); nothing changed.
         """
-        a_batch = self.alpha[indices]
-        b_batch = self.beta[indices]
         keep = 1.0 - lam
-        # In-place over the pool: at 1M tasks every temporary costs ~2 ms.
-        self.alpha *= keep
-        self.alpha += lam * self.alpha0
-        self.beta *= keep
-        self.beta += lam * self.beta0
+        # Whole pool: forget toward the prior. New arrays (so a rejected step changes nothing), then in place.
+        alpha = np.multiply(self.alpha, keep)
+        alpha += lam * self.alpha0
+        beta = np.multiply(self.beta, keep)
+        beta += lam * self.beta0
         if p_tilde is not None and rho > 0.0:
             w = rho * m
             implicit = p_tilde * w
-            self.alpha += implicit
-            self.beta += w
-            self.beta -= implicit
+            alpha += implicit
+            beta += w
+            beta -= implicit
         # Selected tasks: the implicit estimate equals the observation, so (1 - rho) * s + rho * s = s.
-        self.alpha[indices] = keep * a_batch + lam * _at(self.alpha0, indices) + successes
-        self.beta[indices] = keep * b_batch + lam * _at(self.beta0, indices) + failures
+        alpha[indices] = keep * self.alpha[indices] + lam * _prior_of(self.alpha0, indices) + successes
+        beta[indices] = keep * self.beta[indices] + lam * _prior_of(self.beta0, indices) + failures
+        # min/max are reductions without temporaries; NaN fails both comparisons.
+        for name, arr in (("alpha", alpha), ("beta", beta)):
+            if not (arr.min() > 0.0 and np.isfinite(arr.max())):
+                bad = np.flatnonzero(~(np.isfinite(arr) & (arr > 0)))[:5].tolist()
+                raise ValueError(
+                    f"this update would make {name} non-finite or non-positive at tasks {bad} (counts too large "
+                    f"for float64?); the posterior is unchanged"
+                )
+        return alpha, beta
 
     def state_dict(self) -> dict[str, Any]:
         """Copies of the arrays (safe to keep while training goes on)."""
@@ -116,19 +146,22 @@ class BetaPosterior:
         }
 
     @staticmethod
-    def check_state(state: dict[str, Any], num_tasks: int) -> None:
-        """Raise ``ValueError`` unless ``state`` is a valid posterior of ``num_tasks`` tasks."""
+    def check_state(state: Any, num_tasks: int) -> dict[str, Any]:
+        """The validated contents of ``state`` (a :meth:`state_dict` of a ``num_tasks`` pool), as fresh arrays.
+
+        Raises:
+            ValueError: for a missing key, a wrong shape or dtype, or values that are not finite and positive.
+        """
+        require_keys(state, ("alpha", "beta", "alpha0", "beta0"), "checkpoint posterior")
+        out: dict[str, Any] = {}
         for key in ("alpha", "beta"):
-            arr = np.asarray(state[key], dtype=np.float64)
-            if arr.shape != (num_tasks,):
-                raise ValueError(f"checkpoint {key} has shape {arr.shape}, expected ({num_tasks},)")
-            if not np.all(np.isfinite(arr)) or np.any(arr <= 0):
-                raise ValueError(f"checkpoint {key} has non-positive or non-finite values")
+            out[key] = check_real_array(f"checkpoint {key}", state[key], (num_tasks,), positive=True)
+        for key in ("alpha0", "beta0"):
+            out[key] = _check_prior(f"checkpoint {key}", state[key], num_tasks)
+        return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned (call :meth:`check_state` first)."""
-        self.alpha = np.array(state["alpha"], dtype=np.float64)
-        self.beta = np.array(state["beta"], dtype=np.float64)
-        for key in ("alpha0", "beta0"):
-            value = state[key]
-            setattr(self, key, float(value) if np.ndim(value) == 0 else np.array(value, dtype=np.float64))
+        """Restore what :meth:`state_dict` returned, after checking all of it."""
+        checked = self.check_state(state, self.num_tasks)
+        self.alpha, self.beta = checked["alpha"], checked["beta"]
+        self.alpha0, self.beta0 = checked["alpha0"], checked["beta0"]

@@ -15,13 +15,37 @@ import numpy as np
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "MAX_ATTEMPTS",
+    "MAX_COUNT",
     "check_batch_size",
+    "check_count",
     "check_indices",
     "check_outcomes",
+    "check_real_array",
     "check_reference",
+    "check_scalars",
     "check_unit_interval",
+    "require_keys",
     "split_known_params",
 ]
+
+# The most rollouts one task may report in one update. Real runs use tens; beyond this the counts are a unit error,
+# and near 1e308 they would overflow the posterior to inf/NaN.
+MAX_ATTEMPTS = 1e9
+# The largest counter a checkpoint may hold (steps, selections, times a task was selected): exact in float64.
+MAX_COUNT = 2**53
+
+
+def _real_array(name: str, value: Any, *, allow_bool: bool = False) -> np.ndarray:
+    """``value`` as an array of real numbers; strings, complex numbers and other objects are an error."""
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError, OverflowError) as exc:  # ragged nesting, unconvertible objects
+        raise ValueError(f"{name} is not an array of numbers: {exc}") from exc
+    kinds = "buif" if allow_bool else "uif"
+    if arr.dtype.kind not in kinds:
+        raise ValueError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+    return arr
 
 
 def check_indices(indices: Any, num_tasks: int, *, name: str = "indices") -> np.ndarray:
@@ -52,14 +76,16 @@ def check_indices(indices: Any, num_tasks: int, *, name: str = "indices") -> np.
 def check_outcomes(successes: Any, attempts: Any, size: int) -> tuple[np.ndarray, np.ndarray]:
     """Return (successes, attempts) as float64 arrays of length ``size``.
 
-    Successes may be fractional (rewards in [0, 1] summed over rollouts), so only ``0 <= s <= n`` is required.
+    Successes may be fractional (rewards in [0, 1] summed over rollouts), so only ``0 <= s <= n`` is required; a
+    boolean success counts as 0 or 1.
 
     Raises:
-        ValueError: on a length mismatch, NaN or infinite values, negative successes, successes above attempts, or
-            attempts that are not positive.
+        ValueError: on a length mismatch, values that are not real numbers (strings, complex), NaN or infinite values,
+            negative successes, successes above attempts, or attempts that are not positive or above
+            :data:`MAX_ATTEMPTS`.
     """
-    s = np.asarray(successes, dtype=np.float64)
-    n = np.asarray(attempts, dtype=np.float64)
+    s = _real_array("successes", successes, allow_bool=True).astype(np.float64)
+    n = _real_array("attempts", attempts).astype(np.float64)
     if s.ndim != 1 or n.ndim != 1:
         raise ValueError(f"successes and attempts must be 1-D, got shapes {s.shape} and {n.shape}")
     if s.size != size or n.size != size:
@@ -70,6 +96,8 @@ def check_outcomes(successes: Any, attempts: Any, size: int) -> tuple[np.ndarray
         raise ValueError(f"attempts contain NaN or infinite values at positions {np.flatnonzero(~np.isfinite(n))[:5]}")
     if np.any(n <= 0):
         raise ValueError(f"attempts must be positive, got {n[n <= 0][:5].tolist()}")
+    if np.any(n > MAX_ATTEMPTS):
+        raise ValueError(f"attempts above {MAX_ATTEMPTS:g} per task and update: {n[n > MAX_ATTEMPTS][:5].tolist()}")
     if np.any(s < 0):
         raise ValueError(f"successes must be >= 0, got {s[s < 0][:5].tolist()}")
     if np.any(s > n):
@@ -104,9 +132,11 @@ def check_reference(reference: Any, num_tasks: int, *, nan_policy: str = "impute
     if np.any(np.isinf(ref)):
         raise ValueError("reference_pass_rates contain infinite values")
     missing = np.isnan(ref)
-    finite = ref[~missing]
-    if finite.size and (finite.min() < 0.0 or finite.max() > 1.0):
-        raise ValueError(f"reference pass rates must lie in [0, 1], got range [{finite.min()}, {finite.max()}]")
+    if not missing.all():
+        # nanmin/nanmax reduce without copying the pool
+        lo, hi = float(np.nanmin(ref)), float(np.nanmax(ref))
+        if lo < 0.0 or hi > 1.0:
+            raise ValueError(f"reference pass rates must lie in [0, 1], got range [{lo}, {hi}]")
     if missing.any():
         counts = missing.sum(axis=0)
         if nan_policy == "error":
@@ -172,4 +202,66 @@ def split_known_params(
         else:
             known = sorted({k for _, d in groups for k in d})
             raise ValueError(f"unknown hyperparameter {key!r}; known: {known}")
+    return out
+
+
+def require_keys(state: Any, keys: Iterable[str], what: str) -> None:
+    """Raise ``ValueError`` unless ``state`` is a mapping holding every key in ``keys`` (naming the missing ones)."""
+    if not isinstance(state, Mapping):
+        raise ValueError(f"{what} must be a dict, got {type(state).__name__}")
+    missing = [k for k in keys if k not in state]
+    if missing:
+        raise ValueError(f"{what} lacks {missing}")
+
+
+def check_count(name: str, value: Any, maximum: int = MAX_COUNT) -> int:
+    """Return ``value`` as an int in ``[0, maximum]``; floats, booleans and strings are an error."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if not 0 <= value <= maximum:
+        raise ValueError(f"{name} must lie in [0, {maximum}], got {value}")
+    return int(value)
+
+
+def check_real_array(
+    name: str, value: Any, shape: tuple[int, ...], *, positive: bool = False, integer: bool = False
+) -> np.ndarray:
+    """Return ``value`` as a float64 (or int64 with ``integer``) array of ``shape`` with finite entries.
+
+    Args:
+        name: what the array is, for messages.
+        value: the array (any array-like of real numbers).
+        shape: the required shape.
+        positive: require every entry > 0.
+        integer: require an integer dtype and entries in ``[0, MAX_COUNT]``.
+
+    Raises:
+        ValueError: on another shape, dtype (strings, complex, objects), or non-finite / out-of-range entries.
+    """
+    arr = _real_array(name, value)
+    if arr.shape != shape:
+        raise ValueError(f"{name} has shape {arr.shape}, expected {shape}")
+    if integer:
+        if arr.dtype.kind not in "iu":
+            raise ValueError(f"{name} must hold integers, got dtype {arr.dtype}")
+        if arr.size and (arr.min() < 0 or arr.max() > MAX_COUNT):
+            raise ValueError(f"{name} must lie in [0, {MAX_COUNT}], got range [{arr.min()}, {arr.max()}]")
+        return arr.astype(np.int64)
+    arr = arr.astype(np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} has NaN or infinite values")
+    if positive and np.any(arr <= 0):
+        raise ValueError(f"{name} has non-positive values")
+    return arr
+
+
+def check_scalars(name: str, value: Any) -> dict[str, float]:
+    """Return a ``{str: number}`` mapping (logged scalars; NaN allowed) as a plain dict of floats."""
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{name} must be a dict, got {type(value).__name__}")
+    out = {}
+    for key, v in value.items():
+        if not isinstance(key, str) or isinstance(v, bool) or not isinstance(v, int | float | np.integer | np.floating):
+            raise ValueError(f"{name} must map names to numbers, got {key!r}: {v!r}")
+        out[key] = float(v)
     return out

@@ -9,6 +9,14 @@ Usage::
 tool writes ``<out-dir>/<domain>/train.parquet``, one ``val_<name>.parquet`` per evaluation set, and
 ``<out-dir>/<domain>/prep_report.json`` (counts per source file and per issue).
 
+A domain's outputs appear all together or not at all, and never mix with an earlier run's: they are built in a hidden
+staging folder ``<out-dir>/.<domain>.staging-<host>-<pid>`` and the finished folder replaces ``<out-dir>/<domain>`` as a
+whole (rename the old folder aside, rename the new one in, delete the old one), so a file of an older run (a ``val_*``
+set no longer converted, say) is never left beside new ones. A run that fails leaves ``<out-dir>/<domain>`` exactly as
+it was and writes its report to ``<out-dir>/<domain>.prep_report.failed.json``. A run killed half-way leaves only hidden
+folders; the next run removes them, and puts the previous outputs back if the kill came between the two renames.
+Because the folder is replaced as a whole, a file in it that the prep did not write stops the run (move it elsewhere).
+
 Output schema (one schema per domain, whatever the source files' schemas are):
 
 - ``data_source`` (string), ``prompt`` (list of ``{role, content}``), ``ability`` (string): copied from GURU.
@@ -29,21 +37,27 @@ Validation (counted per file in the report). Rows are never silently dropped or 
   ``pass_rate_out_of_range`` (outside [0, 1]). If any remain, no output is written and the tool exits with status 1.
 - kept with a warning unless dropped: ``weak_gt_strong`` (weak pass rate > strong; GURU leaves some in and BOTS's
   interpolation tolerates them), ``duplicate_prompt`` (same prompt text as an earlier row of the same output; the first
-  one is kept when dropping). Evaluation files repeat prompts on purpose (AIME 8x), so there they are only counted.
+  one is kept when dropping). These two are dropped from train files only: evaluation files repeat prompts on purpose
+  (AIME 8x, i.e. mean@8) and are benchmarks, so there they are only counted.
+
+An input that cannot be read (a missing, empty, truncated or garbage parquet file, a directory where a file belongs)
+or an output folder that cannot be written stops the run with a :class:`PrepError` naming the file.
 
 Files are read with pyarrow, column-selected (including nested ``extra_info`` fields) and streamed in record batches;
-the LiveCodeBench train file is 3.3 GB. Outputs are written to a temporary file and renamed into place.
+the LiveCodeBench train file is 3.3 GB.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import hashlib
 import json
 import logging
 import math
 import os
 import re
+import shutil
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -54,6 +68,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bots_verl.data.atomic import fsync_dir, fsync_file, is_stale_tag, writer_tag
 from bots_verl.rewards import domain_of
 from bots_verl.rewards.code_reward import parse_tests
 
@@ -125,6 +140,8 @@ DOMAINS: dict[str, DomainSpec] = {
 }
 
 _SIZE_SUFFIX = re.compile(r"_[0-9]+(?:\.[0-9]+)?k?\.parquet$")
+# What a domain folder may hold: the prep's own outputs, and temp files of versions that wrote them in place.
+_OWN_OUTPUT = re.compile(r"^(train\.parquet|val_[^/]+\.parquet|prep_report\.json|\..+\.tmp-[0-9]+)$")
 _EXTRA_INFO_KEYS = ("split", "index", "id", "idx", "prefix")
 
 
@@ -143,14 +160,25 @@ def find_file(folder: Path, name: str) -> Path:
         The one matching path.
 
     Raises:
-        PrepError: when none or several files match.
+        PrepError: when none or several files match, or the match is not a regular file.
     """
     matches = sorted(p for p in folder.glob(f"{name}_*.parquet") if _SIZE_SUFFIX.sub("", p.name) == name)
     if len(matches) != 1:
         found = sorted(p.name for p in folder.glob("*.parquet")) if folder.is_dir() else "no such folder"
         what = "no file" if not matches else f"several files {[p.name for p in matches]}"
         raise PrepError(f"{what} named {name}_<size>.parquet in {folder}; present: {found}")
+    if not matches[0].is_file():
+        kind = "a directory" if matches[0].is_dir() else "not a regular file"
+        raise PrepError(f"{matches[0]} is {kind}, not a parquet file")
     return matches[0]
+
+
+def _open_parquet(path: Path) -> pq.ParquetFile:
+    """Open a parquet file, turning unreadable input (empty, truncated, garbage, unreadable) into a PrepError."""
+    try:
+        return pq.ParquetFile(path)
+    except (OSError, pa.ArrowException) as err:
+        raise PrepError(f"{path}: not a readable parquet file (empty, truncated or not parquet?): {err}") from err
 
 
 def _gt_to_text(data_source: str, value: Any) -> str:
@@ -239,7 +267,7 @@ def output_schema(domain: str, with_pass_rates: bool) -> pa.Schema:
 
 def _read_rows(path: Path, want_pass_rates: bool, batch_size: int) -> Iterator[dict[str, Any]]:
     """Stream rows of the columns the conversion needs (nested fields selected individually)."""
-    parquet = pq.ParquetFile(path)
+    parquet = _open_parquet(path)
     schema = parquet.schema_arrow
     names = set(schema.names)
     missing = [c for c in ("data_source", "prompt", "reward_model") if c not in names]
@@ -257,7 +285,15 @@ def _read_rows(path: Path, want_pass_rates: bool, batch_size: int) -> Iterator[d
         info_type = schema.field("extra_info").type
         columns += [f"extra_info.{k}" for k in _EXTRA_INFO_KEYS if info_type.get_field_index(k) >= 0]
     columns += [c for c in PASS_RATE_COLUMNS if c in names]
-    for batch in parquet.iter_batches(batch_size=batch_size, columns=columns):
+    batches = parquet.iter_batches(batch_size=batch_size, columns=columns)
+    while True:
+        # Only the read is guarded: a corrupt page deep inside a file surfaces here, not at open.
+        try:
+            batch = next(batches, None)
+        except (OSError, pa.ArrowException) as err:
+            raise PrepError(f"{path}: cannot read its rows (corrupt or truncated parquet?): {err}") from err
+        if batch is None:
+            return
         yield from batch.to_pylist()
 
 
@@ -284,6 +320,8 @@ def _convert_file(
     """Convert one source file's rows, yielding the kept output rows and counting issues into ``stats``."""
     file_issues: Counter = Counter()
     file_rows = 0
+    # Warnings drop train rows only: an evaluation set is a benchmark, and its repeats are intended (mean@k).
+    droppable = drop if is_train else drop - set(WARN_ISSUES)
     for row in _read_rows(path, want_pass_rates=is_train, batch_size=batch_size):
         file_rows += 1
         issues: list[str] = []
@@ -303,8 +341,8 @@ def _convert_file(
             else:
                 try:
                     gt_text = _gt_to_text(data_source, ground_truth)
-                except ValueError as err:
-                    logger.debug("%s row %d: bad ground truth: %s", path.name, file_rows - 1, err)
+                except (ValueError, RecursionError) as err:  # RecursionError: JSON text nested too deeply
+                    logger.debug("%s row %d: bad ground truth: %r", path.name, file_rows - 1, err)
                     issues.append("bad_ground_truth")
         weak, strong = (_rate(row.get(WEAK_COLUMN)), _rate(row.get(STRONG_COLUMN)))
         if with_pass_rates:
@@ -318,7 +356,7 @@ def _convert_file(
         if key is not None and key in seen_prompts:
             issues.append("duplicate_prompt")
         file_issues.update(issues)
-        if any(issue in drop for issue in issues):
+        if any(issue in droppable for issue in issues):
             stats.dropped += 1
             continue
         if any(issue in FATAL_ISSUES for issue in issues):
@@ -363,17 +401,19 @@ def _write_output(
     drop: frozenset[str],
     batch_size: int,
 ) -> dict[str, Any]:
-    """Convert ``sources`` into one parquet file at ``out_path`` (atomically) and return its report entry."""
+    """Convert ``sources`` into one parquet file at ``out_path`` (in the staging folder) and return its report entry.
+
+    The file is written even when rows have fatal issues (the caller then discards the whole staging folder), so that
+    one pass counts every problem of every file.
+    """
     with_pass_rates = is_train or all(
-        set(PASS_RATE_COLUMNS) <= set(pq.ParquetFile(p).schema_arrow.names) for p in sources
+        set(PASS_RATE_COLUMNS) <= set(_open_parquet(p).schema_arrow.names) for p in sources
     )
     schema = output_schema(domain, with_pass_rates)
     stats = _OutputStats()
     seen: set[bytes] = set()
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_name(f".{out_path.name}.tmp-{os.getpid()}")
     try:
-        with pq.ParquetWriter(tmp, schema) as writer:
+        with pq.ParquetWriter(out_path, schema) as writer:
             for path in sources:
                 pending: list[dict[str, Any]] = []
                 for out in _convert_file(path, domain, split, is_train, with_pass_rates, drop, seen, stats, batch_size):
@@ -383,27 +423,88 @@ def _write_output(
                         pending = []
                 if pending:
                     writer.write_table(pa.Table.from_pylist(pending, schema=schema))
-        # Warnings (weak > strong, duplicates: AIME is repeated 8x on purpose) never block; fatal issues do.
-        blocking = {k: v for k, v in stats.issues.items() if k in FATAL_ISSUES and k not in drop}
-        report = {
-            "path": str(out_path),
-            "rows_in": stats.rows_in,
-            "rows_out": stats.rows_out,
-            "dropped": stats.dropped,
-            "issues": dict(sorted(stats.issues.items())),
-            "files": stats.files,
-            "pass_rate_columns": with_pass_rates,
-        }
-        if blocking:
-            report["blocking"] = blocking
-            return report
-        if stats.rows_out == 0:
-            raise PrepError(f"{out_path}: no rows left to write")
-        os.replace(tmp, out_path)
-        return report
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+        fsync_file(out_path)
+    except OSError as err:
+        raise PrepError(f"cannot write {out_path}: {err.strerror or err}") from err
+    # Warnings (weak > strong, duplicates: AIME is repeated 8x on purpose) never block; fatal issues do.
+    blocking = {k: v for k, v in stats.issues.items() if k in FATAL_ISSUES and k not in drop}
+    report = {
+        "path": str(out_path),
+        "rows_in": stats.rows_in,
+        "rows_out": stats.rows_out,
+        "dropped": stats.dropped,
+        "issues": dict(sorted(stats.issues.items())),
+        "files": stats.files,
+        "pass_rate_columns": with_pass_rates,
+    }
+    if blocking:
+        report["blocking"] = blocking
+    elif stats.rows_out == 0:
+        raise PrepError(f"{[str(p) for p in sources]}: no rows left to write for {out_path.name}")
+    return report
+
+
+def _check_replaceable(domain_dir: Path) -> None:
+    """Refuse to replace a domain folder that holds anything the prep did not write (it is replaced as a whole)."""
+    if domain_dir.is_symlink() or (domain_dir.exists() and not domain_dir.is_dir()):
+        raise PrepError(f"{domain_dir} exists and is not a plain directory; the prep replaces that folder as a whole")
+    if not domain_dir.exists():
+        return
+    foreign = sorted(p.name for p in domain_dir.iterdir() if not _OWN_OUTPUT.match(p.name))
+    if foreign:
+        raise PrepError(
+            f"{domain_dir} holds files the prep did not write: {foreign}. Each run replaces the folder as a whole "
+            "(so that no file of an older run is left beside new ones); move them elsewhere first"
+        )
+
+
+def _recover(out_dir: Path, domain: str) -> None:
+    """Deal with what a killed run left in ``out_dir``: put the previous outputs back, remove staging folders.
+
+    Raises:
+        PrepError: if a leftover belongs to a run that may still be going (another host, or a live process).
+    """
+    domain_dir = out_dir / domain
+    for kind in ("old", "staging"):
+        prefix = f".{domain}.{kind}-"
+        for path in sorted(out_dir.glob(f"{glob.escape(prefix)}*")):
+            if not is_stale_tag(path.name[len(prefix) :]):
+                raise PrepError(
+                    f"{path} belongs to another prep of {domain} that may still be running (another host, or a live "
+                    f"process); wait for it, or remove {path} if that run is gone"
+                )
+            if kind == "old" and not domain_dir.exists():
+                # Killed between its two renames: the previous outputs are complete here, nothing replaced them.
+                os.rename(path, domain_dir)
+                logger.warning("%s: put back the previous outputs from %s (a killed run left them)", domain_dir, path)
+            else:
+                shutil.rmtree(path)
+                logger.warning("removed %s, left behind by a killed run", path)
+
+
+def _publish(staging: Path, domain_dir: Path) -> None:
+    """Replace ``domain_dir`` by the finished ``staging`` folder: two renames, the old folder deleted after."""
+    old = domain_dir.with_name(f".{domain_dir.name}.old-{writer_tag()}")
+    fsync_dir(staging)
+    had_old = domain_dir.exists()
+    if had_old:
+        os.rename(domain_dir, old)
+    try:
+        os.rename(staging, domain_dir)
+    except BaseException:
+        if had_old:
+            os.rename(old, domain_dir)
+        raise
+    fsync_dir(domain_dir.parent)
+    if had_old:
+        shutil.rmtree(old)
+
+
+def _describe_output(entry: dict[str, Any]) -> str:
+    text = f"{entry['rows_in']} rows in"
+    if "blocking" in entry:
+        return f"{text}, fatal issues {entry['blocking']}; all issues {entry['issues']}"
+    return f"{text}, {entry['rows_out']} kept, {entry['dropped']} dropped; issues {entry['issues'] or 'none'}"
 
 
 def prepare_domain(
@@ -414,13 +515,14 @@ def prepare_domain(
     with_eval: bool = True,
     batch_size: int = 64,
 ) -> dict[str, Any]:
-    """Convert one domain's train file(s) and evaluation sets.
+    """Convert one domain's train file(s) and evaluation sets, and publish them together.
 
     Args:
         guru_dir: local GURU copy with ``train/``, ``online_eval/``, ``offline_eval/``.
-        out_dir: output root; files go to ``<out_dir>/<domain>/``.
+        out_dir: output root; files go to ``<out_dir>/<domain>/``, which is replaced as a whole.
         domain: ``math``, ``code`` or ``logic``.
-        drop: issue names (see :data:`ISSUES`) whose rows are dropped (and counted) instead of kept or fatal.
+        drop: issue names (see :data:`ISSUES`) whose rows are dropped (and counted) instead of kept or fatal; the
+            warnings (``weak_gt_strong``, ``duplicate_prompt``) are dropped from the train file only.
         with_eval: also convert the evaluation sets.
         batch_size: rows per record batch when streaming.
 
@@ -428,7 +530,9 @@ def prepare_domain(
         The domain report (also written to ``<out_dir>/<domain>/prep_report.json``).
 
     Raises:
-        PrepError: missing inputs, or fatal issues not named in ``drop`` (nothing is written for that output).
+        PrepError: missing or unreadable inputs, an output folder that cannot be written, or fatal issues not named
+            in ``drop``. ``<out_dir>/<domain>`` is then left as it was; a fatal-issue report goes to
+            ``<out_dir>/<domain>.prep_report.failed.json``.
     """
     if domain not in DOMAINS:
         raise PrepError(f"unknown domain {domain!r}; choose from {sorted(DOMAINS)}")
@@ -453,35 +557,50 @@ def prepare_domain(
             if path is None:
                 raise PrepError(f"evaluation set {eval_name}: no {file_name}_<size>.parquet in {candidates}")
             jobs.append((f"val_{eval_name}", [path], False))
-    report: dict[str, Any] = {"domain": domain, "drop": sorted(drop), "outputs": {}}
-    for name, sources, is_train in jobs:
-        entry = _write_output(
-            sources, domain_dir / f"{name}.parquet", domain, "train" if is_train else "test", is_train, drop, batch_size
-        )
-        report["outputs"][name] = entry
-        logger.info(
-            "%s/%s: %d rows in, %d written, %d dropped, issues %s",
-            domain,
-            name,
-            entry["rows_in"],
-            entry["rows_out"],
-            entry["dropped"],
-            entry["issues"] or "none",
-        )
-    _write_json(domain_dir / "prep_report.json", report)
-    blocked = {name: e["blocking"] for name, e in report["outputs"].items() if "blocking" in e}
-    if blocked:
-        raise PrepError(
-            f"{domain}: fatal row issues {blocked} (outputs not written; see {domain_dir / 'prep_report.json'}). "
-            f"Fix the input or pass --drop <issue> to drop and count those rows."
-        )
+    failed_report = out_dir / f"{domain}.prep_report.failed.json"
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        _recover(out_dir, domain)
+        _check_replaceable(domain_dir)
+        staging = out_dir / f".{domain}.staging-{writer_tag()}"
+        staging.mkdir()
+    except OSError as err:
+        raise PrepError(f"cannot write in the output directory {out_dir}: {err.strerror or err}") from err
+    try:
+        report: dict[str, Any] = {"domain": domain, "drop": sorted(drop), "outputs": {}}
+        for name, sources, is_train in jobs:
+            split = "train" if is_train else "test"
+            entry = _write_output(sources, staging / f"{name}.parquet", domain, split, is_train, drop, batch_size)
+            entry["path"] = str(domain_dir / f"{name}.parquet")
+            report["outputs"][name] = entry
+            logger.info("%s/%s: %s", domain, name, _describe_output(entry))
+        blocked = {name: e["blocking"] for name, e in report["outputs"].items() if "blocking" in e}
+        report["written"] = not blocked
+        if blocked:
+            _write_json(failed_report, report)
+            kept = f"{domain_dir} is unchanged" if domain_dir.exists() else f"{domain_dir} was not created"
+            raise PrepError(
+                f"{domain}: fatal row issues {blocked}; nothing written ({kept}); report: {failed_report}. "
+                f"Fix the input or pass --drop <issue> to drop and count those rows."
+            )
+        _write_json(staging / "prep_report.json", report)
+        _publish(staging, domain_dir)
+        failed_report.unlink(missing_ok=True)
+    except OSError as err:
+        raise PrepError(f"{domain}: cannot write the outputs in {out_dir}: {err.strerror or err}") from err
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    files = ", ".join(f"{name}.parquet ({e['rows_out']} rows)" for name, e in report["outputs"].items())
+    logger.info("%s: wrote %s and prep_report.json to %s", domain, files, domain_dir)
     return report
 
 
 def _write_json(path: Path, payload: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = path.with_name(f".{path.name}.tmp-{writer_tag()}")
     tmp.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    fsync_file(tmp)
     os.replace(tmp, path)
 
 
@@ -493,7 +612,10 @@ def prepare(
     with_eval: bool = True,
     batch_size: int = 64,
 ) -> dict[str, Any]:
-    """Convert several domains (see :func:`prepare_domain`); returns ``{domain: report}``."""
+    """Convert several domains (see :func:`prepare_domain`); returns ``{domain: report}``.
+
+    Each domain is published on its own: if a later domain fails, the earlier ones are already complete.
+    """
     guru, out = Path(guru_dir), Path(out_dir)
     if not guru.is_dir():
         raise PrepError(f"--guru-dir {guru} is not a directory")
@@ -501,7 +623,7 @@ def prepare(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point; returns the exit status (1 on a :class:`PrepError`)."""
+    """Command-line entry point; returns the exit status (1 on bad input or an unwritable output, with one message)."""
     parser = argparse.ArgumentParser(prog="python -m bots_verl.data.guru", description=__doc__.split("\n\n")[0])
     parser.add_argument("--guru-dir", required=True, help="local GURU copy (train/, online_eval/, offline_eval/)")
     parser.add_argument("--out-dir", required=True, help="output root; writes <out-dir>/<domain>/*.parquet")
@@ -511,16 +633,21 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         choices=list(ISSUES) + ["all"],
-        help="drop (and count) rows with this issue instead of failing or keeping them; repeatable",
+        help="drop (and count) rows with this issue instead of failing or keeping them; repeatable. The warnings "
+        "weak_gt_strong and duplicate_prompt are dropped from train files only (evaluation repeats are intended)",
     )
     parser.add_argument("--skip-eval", action="store_true", help="convert only the train files")
     parser.add_argument("--batch-size", type=int, default=64, help="rows per streamed record batch")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging (with tracebacks of errors)")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
+    )
     drop = frozenset(ISSUES) if "all" in args.drop else frozenset(args.drop)
     try:
         prepare(args.guru_dir, args.out_dir, args.domains, drop, not args.skip_eval, args.batch_size)
-    except PrepError as err:
+    except (PrepError, OSError) as err:  # OSError: a backstop; reads and writes are wrapped into PrepError
+        logger.debug("traceback of the error below", exc_info=True)
         logger.error("%s", err)
         return 1
     return 0

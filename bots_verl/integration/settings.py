@@ -19,10 +19,19 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from bots_verl.core import SELECTORS, build_selector
 from bots_verl.rewards.success import SUCCESS_RULES
+from bots_verl.runlog import METHODS, MethodSpec, method_spec
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SUCCESS_RULES", "BOTSSettings", "check_verl_compat", "parse_bots_config", "train_files"]
+__all__ = [
+    "SUCCESS_RULES",
+    "BOTSSettings",
+    "check_verl_compat",
+    "effective_hparams",
+    "parse_bots_config",
+    "resolve_method_label",
+    "train_files",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,9 +164,94 @@ def parse_bots_config(config: DictConfig, *, check_hparams: bool = True) -> BOTS
         run_log_dir=run_log.get("dir", None),
         run_id=run_log.get("run_id", None) or str(experiment),
         domain=run_log.get("domain", None),
-        method=run_log.get("method", None) or selector,
+        method=resolve_method_label(run_log.get("method", None), selector, hparams, len(refs), int(seed))
+        if check_hparams
+        else run_log.get("method", None) or selector,
         dry_run=dry_run,
     )
+
+
+def effective_hparams(selector: str, hparams: Mapping[str, Any], num_references: int, seed: int = 0) -> dict[str, Any]:
+    """Every hyperparameter ``selector`` runs with: ``hparams`` over its defaults (and its evidence plug-in's).
+
+    Built on a 2-task dummy pool with neutral reference columns, like the check in :func:`parse_bots_config`.
+
+    Raises:
+        ValueError: for an unknown selector or hyperparameter.
+    """
+    dummy_ref = np.full((2, num_references), 0.5) if num_references else None
+    return dict(build_selector(selector, 2, reference_pass_rates=dummy_ref, seed=seed, **hparams).hparams)
+
+
+def _differences(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """``{key: (expected, actual)}`` for the keys whose values differ (numbers compared with a tolerance)."""
+
+    def same(a: Any, b: Any) -> bool:
+        numbers = (int, float)
+        if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool) and not isinstance(b, bool):
+            return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+        return a == b
+
+    keys = sorted(set(expected) | set(actual))
+    return {k: (expected.get(k), actual.get(k)) for k in keys if not same(expected.get(k), actual.get(k))}
+
+
+def resolve_method_label(
+    label: str | None, selector: str, hparams: Mapping[str, Any], num_references: int, seed: int = 0
+) -> str:
+    """The ``method`` for ``meta.json``, checked against the selector and hyperparameters the run actually uses.
+
+    A label with a meaning (:func:`bots_verl.runlog.method_spec`: the paper's methods, ``bots_rho<x>``,
+    ``bots_lambda<x>``, ``bots_greedy``; or a registered selector's name, meaning that selector at its defaults) must
+    describe the config exactly, so appending ``bots.selector=implicit_only`` to a BOTS recipe cannot run one thing
+    and log another. A free-form label (``my_run``) claims nothing and is kept. Without a label the first matching
+    known label is used, else ``<selector>`` followed by the hyperparameters that differ from its defaults.
+
+    Args:
+        label: ``bots.run_log.method`` (None: derive it).
+        selector: ``bots.selector``.
+        hparams: ``bots.hparams`` as given.
+        num_references: how many reference columns the run has (some selectors need them).
+        seed: the selector seed (irrelevant to the hyperparameters; passed for the dummy build).
+
+    Raises:
+        ValueError: if a meaningful label disagrees with the config (the message lists the differences).
+    """
+    actual = effective_hparams(selector, hparams, num_references, seed)
+
+    def matches(spec: MethodSpec) -> dict[str, tuple[Any, Any]] | None:
+        """None if ``spec`` describes this run, else its differences (``selector`` included)."""
+        diff = {"selector": (spec.selector, selector)} if spec.selector != selector else {}
+        if not diff:
+            diff = _differences(effective_hparams(spec.selector, spec.hparams, num_references, seed), actual)
+        return diff or None
+
+    if label is None:
+        candidates = [*METHODS.values(), MethodSpec(selector, selector, selector)]
+        for key, prefix in (("rho", "bots_rho"), ("lam", "bots_lambda")):
+            if key in actual:
+                candidates.append(method_spec(f"{prefix}{actual[key]:g}"))
+        for spec in candidates:
+            if matches(spec) is None:
+                return spec.label
+        defaults = effective_hparams(selector, {}, num_references, seed)
+        changed = _differences(defaults, actual)
+        return selector + "+" + ",".join(f"{k}={v[1]}" for k, v in changed.items())
+    spec = method_spec(label)
+    if spec is None and label in SELECTORS:
+        spec = MethodSpec(label, label, label)
+    if spec is None:
+        logger.info("bots.run_log.method=%r is a free-form label; meta.json records the selector and hparams", label)
+        return label
+    diff = matches(spec)
+    if diff:
+        shown = ", ".join(f"{k}: label means {e!r}, config has {a!r}" for k, (e, a) in diff.items())
+        raise ValueError(
+            f"bots.run_log.method={label!r} ({spec.display}: selector {spec.selector!r} with {dict(spec.hparams)}) "
+            f"does not describe this run ({shown}). Run the recipe made for the config you want, set "
+            "bots.run_log.method to a label that matches, or drop it to have it derived."
+        )
+    return label
 
 
 def check_verl_compat(config: DictConfig) -> None:

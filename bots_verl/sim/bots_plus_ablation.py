@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from bots_verl.sim.experiment import run_experiment
@@ -18,20 +19,21 @@ from bots_verl.sim.scenario import get_scenario
 
 logger = logging.getLogger(__name__)
 
-# Every direction tried as a method spec (label=selector:hparams). ``bots`` is the paper-exact selector.
+# Every direction tried as a method spec (label=selector:hparams). ``bots`` is the paper-exact selector; the
+# directions not adopted are options of the simulator selectors in bots_verl/sim/ablation_selectors.py.
 DIRECTIONS: list[tuple[str, str]] = [
     ("random", "uniform sampling (TTB / BSF baseline)"),
     ("oracle", "knows the true success probabilities (ceiling)"),
     ("mopps", "explicit evidence only"),
     ("bots", "the paper: interpolation evidence, lam = rho = 0.1, Thompson"),
-    ("bots_refprior=bots:prior=reference", "bots + prior from the weak reference column (no cold start)"),
+    ("bots_refprior=bots_ablation:prior=reference", "bots + prior from the weak reference column (no cold start)"),
     ("bots_plus", "**ours**: irt evidence (all columns, per-task residuals), lam = rho = 0.1, Thompson"),
     ("plus_nores=bots_plus:residual=false", "ours without per-task residuals (regression only)"),
-    ("plus_refprior=bots_plus:prior=reference", "ours + reference prior"),
-    ("plus_adarho=bots_plus:adaptive_rho=true", "ours + rho from the measured prediction error"),
-    ("plus_adalam=bots_plus:adaptive_lam=true", "ours + lam from the measured posterior error"),
+    ("plus_refprior=bots_plus_ablation:prior=reference", "ours + reference prior"),
+    ("plus_adarho=bots_plus_ablation:adaptive_rho=true", "ours + rho from the measured prediction error"),
+    ("plus_adalam=bots_plus_ablation:adaptive_lam=true", "ours + lam from the measured posterior error"),
     ("plus_greedy=bots_plus:selection=greedy", "ours, posterior-mean (greedy) selection"),
-    ("plus_learn=bots_plus:selection=learnability", "ours, posterior-expected p(1-p) selection"),
+    ("plus_learn=bots_plus_ablation:selection=learnability", "ours, posterior-expected p(1-p) selection"),
 ]
 
 # Robustness sweep: scenario field overrides applied on top of a preset.
@@ -76,17 +78,18 @@ def _table(title: str, res, methods: list[str]) -> list[str]:
     return lines + [""]
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the ablation and write its tables (``--help`` for the options)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--presets", default="math,code,logic")
     parser.add_argument("--sweep-presets", default="math,logic", help="presets the robustness sweep runs on")
     parser.add_argument("--out", default="bots_verl/sim/bots_plus_results.md")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     specs = [spec for spec, _ in DIRECTIONS]
     labels = [spec.split("=", 1)[0] for spec in specs]
-    sweep_methods = ["random", "oracle", "bots", "bots_plus", "plus_adarho=bots_plus:adaptive_rho=true"]
+    sweep_methods = ["random", "oracle", "bots", "bots_plus", "plus_adarho=bots_plus_ablation:adaptive_rho=true"]
     sweep_labels = [s.split("=", 1)[0] for s in sweep_methods]
     t0 = time.perf_counter()
     lines = [

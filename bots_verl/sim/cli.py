@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from bots_verl.sim.experiment import run_experiment
 from bots_verl.sim.methods import MethodSpec, parse_args_list, parse_method, parse_value
@@ -16,7 +17,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["DEMO", "build_parser", "main"]
 
 # The demo: the paper's math comparison plus the oracle ceiling, sized to run in about a minute on 2 CPU cores.
-DEMO = {
+DEMO: dict[str, Any] = {
     "scenario": "math",
     "methods": "bots,mopps,implicit_only,offline_easy2hard,random,oracle",
     "dapo": "random",
@@ -31,8 +32,9 @@ method specs (--methods entries and --variant values):
   bots_rho0.2=bots:rho=0.2         labelled variant: selector bots with rho = 0.2
   b=bots:lam=0.05,selection=greedy several hyperparameters, comma separated
   random+dapo=random:dapo=true     DAPO dynamic sampling on top of random selection
-Selectors: bots, mopps, implicit_only, random, offline_easy2hard, sequential (bots_verl.core) and oracle (simulator
-only: it sees the true success probabilities). Loop keys: dapo, dapo_gen_factor, dapo_max_rounds.
+Selectors: every name `python -m bots_verl.core --list` prints, plus the simulator's own: oracle (it sees the true
+success probabilities) and the bots_plus ablation's bots_ablation and bots_plus_ablation.
+Loop keys: dapo, dapo_gen_factor, dapo_max_rounds.
 
 examples:
   python -m bots_verl.sim --preset demo
@@ -146,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    defaults = DEMO if args.preset == "demo" else {}
+    defaults: dict[str, Any] = DEMO if args.preset == "demo" else {}
     scenario = args.scenario or defaults.get("scenario", "math")
     try:
         methods = _methods(args, defaults)

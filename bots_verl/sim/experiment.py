@@ -30,7 +30,7 @@ from bots_verl.sim.methods import MethodSpec, parse_method
 from bots_verl.sim.plots import plot_all
 from bots_verl.sim.report import format_table, summarize
 from bots_verl.sim.scenario import ScenarioConfig, get_scenario
-from bots_verl.sim.selectors import make_selector
+from bots_verl.sim.selector_registry import make_selector
 from bots_verl.sim.world import World, build_world
 
 logger = logging.getLogger(__name__)

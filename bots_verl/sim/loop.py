@@ -25,7 +25,7 @@ from bots_verl.core import effective_task_ratio
 from bots_verl.runlog import RunWriter
 from bots_verl.sim.methods import MethodSpec
 from bots_verl.sim.policy import Policy
-from bots_verl.sim.selectors import make_selector, wants_truth
+from bots_verl.sim.selector_registry import make_selector, wants_truth
 from bots_verl.sim.world import World
 
 logger = logging.getLogger(__name__)
@@ -136,7 +136,8 @@ def run_method(
         )
     gen_size = min(num_tasks, max(1, round(spec.dapo_gen_factor * batch_size))) if spec.dapo else batch_size
     rounds_max = spec.dapo_max_rounds if spec.dapo else 1
-    feed_truth = wants_truth(selector)
+    # the oracle's hook (bots_verl.sim.oracle): the true success probabilities before every select
+    observe_truth = getattr(selector, "observe_truth", None) if wants_truth(selector) else None
     eval_steps, eval_acc = [0], [policy.eval_accuracy(rng_eval)]
     curves = {k: np.zeros(steps) for k in ("etr", "rollouts", "select_ms", "update_ms", "signal")}
     if writer:
@@ -147,8 +148,8 @@ def run_method(
             kept = rounds = 0
             select_s = 0.0
             while kept < batch_size and rounds < rounds_max:
-                if feed_truth:
-                    selector.observe_truth(policy.pool_probs())
+                if observe_truth is not None:
+                    observe_truth(policy.pool_probs())
                 t0 = time.perf_counter()
                 idx = selector.select(gen_size)
                 select_s += time.perf_counter() - t0
@@ -197,6 +198,8 @@ def run_method(
                         "sim/trained_groups": float(tr_idx.size),
                         "sim/dapo_rounds": float(rounds),
                         "sim/batch_true_p_mean": float(np.concatenate(gen_p).mean()),
+                        # the last select()'s batch, the tasks of bots/selection/sampled_p_mean (paper Fig. 3)
+                        "sim/true_p_mean": float(gen_p[-1].mean()),
                     }
                 )
                 if is_eval:

@@ -1,10 +1,8 @@
 #!/usr/bin/env bash
-# Ablation (GURU math, Qwen2.5-1.5B-Instruct): BOTS-MoPPS, explicit evidence only (rho = 0).
-# Usage: [DRY_RUN=1] [DATA_DIR=...] [MODEL_PATH=...] run_math_qwen2.5_1.5b_mopps.sh [hydra overrides...]
+# Deprecated: this script ran rho = 0 at lambda = 0.1 with Thompson sampling and logged it as "mopps", which is the rho
+# sweep's endpoint, not the paper's BOTS-MoPPS. It still runs that config, now labelled bots_rho0.
 set -euo pipefail
-DOMAIN=math
-MODEL_PATH=${MODEL_PATH:-Qwen/Qwen2.5-1.5B-Instruct}
-# shellcheck source=recipes/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/../common.sh"
-SELECTOR=mopps
-bots_launch "$@"
+here=$(dirname "${BASH_SOURCE[0]}")
+echo "[bots] deprecated: $(basename "$0") runs the rho = 0 sweep point (bots_rho0); the paper's BOTS-MoPPS baseline is" \
+    "recipes/run_math_qwen2.5_1.5b_bots_mopps.sh" >&2
+RHO_VALUES=0 exec bash "$here/run_math_qwen2.5_1.5b_rho_sweep.sh" "$@"

@@ -32,3 +32,14 @@ def test_cli_writes_png_and_pdf(known: Path, tmp_path: Path) -> None:
     assert all((out / n).stat().st_size > 1000 for n in names)
     assert (out / "math_accuracy.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "math_etr.pdf").read_bytes()[:4] == b"%PDF"
+
+
+def test_requested_figures_are_required(known: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The default draws what the logs allow; a named figure whose metrics are missing is an error naming them."""
+    out = tmp_path / "fig"
+    assert figures.main(["--runs", str(known), "--out", str(out), "--figures", "accuracy", "--methods", "bots"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["math_accuracy.pdf", "math_accuracy.png"]
+    assert figures.main(["--runs", str(known), "--out", str(out), "--figures", "estimator"]) == 2
+    assert "domain math: no run logs 'bots/estimator/pearson'" in capsys.readouterr().err
+    assert figures.main(["--runs", str(known), "--out", str(out), "--figures", "lambda_bias"]) == 2
+    assert "two or more λ values" in capsys.readouterr().err

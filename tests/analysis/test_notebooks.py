@@ -34,7 +34,7 @@ def kernel_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, known: Path) -> 
     monkeypatch.delenv("MPLBACKEND", raising=False)
     for seed in (0, 1):
         hparams = {"selector": "bots", "hparams": {"rho": 0.5}}
-        write_run(known, "bots_rho0.5", seed, CURVES[("offline", seed)], hparams=hparams)
+        write_run(known, "bots_rho0.5", seed, CURVES[("offline_easy2hard", seed)], hparams=hparams)
     monkeypatch.setenv("BOTS_RUNS", str(known))
     return known
 
@@ -54,6 +54,8 @@ def test_notebook_executes(path: Path, kernel_env: Path, tmp_path: Path) -> None
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = json.dumps(outputs, ensure_ascii=False)
     if path.name == "overview.py":
-        assert "**Main table**" in text and "image/png" in text
+        assert "**Main table**" in text and "**First and second places**" in text and "image/png" in text
+        assert "no overhead table" in text and "no estimator figure" in text  # the fixture logs neither
     if path.name == "ablations.py":
-        assert "ρ ablation (bots)" in text and "no lam ablation" in text
+        assert "ρ ablation (bots)" in text and "no lam ablation" in text and "no selection ablation" in text
+        assert "no λ figure" in text

@@ -81,4 +81,5 @@ def test_sim_cli_output_through_tables(tmp_path: Path) -> None:
 
     tex = tmp_path / "t.tex"
     assert tables.main(["--runs", str(out), "--table", "all", "--format", "latex", "--out", str(tex)]) == 0
-    assert tex.read_text().count(r"\begin{table}") == 2  # main + rho (no lambda sweep)
+    # main + rho (no lambda or selection sweep) + places + overhead
+    assert tex.read_text().count(r"\begin{table}") == 4

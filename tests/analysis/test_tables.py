@@ -1,18 +1,18 @@
 """The tables on hand-made logs with answers worked out by hand (see ``conftest.py`` for the curves).
 
 Budget 8 steps, so the horizons of 25/50/100% are steps 2, 4 and 8. Random's best within them:
-seed 0: 0.2, 0.3, 0.5; seed 1: 0.2, 0.4, 0.8.
+seed 0: 0.2, 0.3, 0.5; seed 1: 0.2, 0.4, 0.8, each first reached by Random at step 2, 4 and 8, so TTB's default
+denominator (Random's own steps) equals the budget one on these curves.
 
 - bots seed 0 (0.1, 0.3, 0.5, 0.5, 0.6): reaches 0.2 at step 2 (TTB25 = 1), 0.3 at 2 (TTB50 = 0.5), 0.5 at 4
   (TTB100 = 0.5); BSF = 0.3/0.2, 0.5/0.3, 0.6/0.5. At 96 rollouts per step it spends 384 to reach 0.5 against
   Random's 8 * 64 = 512: Roll100 = 0.75.
 - bots seed 1 (0.2, 0.2, 0.4, 0.6, 0.7): 0.2 at step 0 (TTB25 = 0), 0.4 at 4 (TTB50 = 1), 0.8 never; BSF = 1, 1, 0.875.
-- offline (0.0, 0.1, 0.2, 0.3, 0.4) both seeds: TTB25 = 4/2 = 2; TTB50 = 6/4 and 8/4; 0.5 and 0.8 never ("—").
+- offline_easy2hard (0.0, 0.1, 0.2, 0.3, 0.4) both seeds: TTB25 = 4/2 = 2; TTB50 = 6/4 and 8/4; 0.5 and 0.8 never ("—").
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
@@ -29,7 +29,7 @@ def _mean(table: tables.Table, row: str, key: str) -> float:
 
 def test_main_table_known_answers(known: Path) -> None:
     table = tables.main_table(load_runs([known]))
-    assert table.rows == ["random", "offline", "bots"]
+    assert table.rows == ["random", "offline_easy2hard", "bots"] and table.models == ["test"]
     expected_bots = {
         "TTB25": 0.5,
         "TTB50": 0.75,
@@ -44,9 +44,9 @@ def test_main_table_known_answers(known: Path) -> None:
         assert _mean(table, "bots", key) == pytest.approx(value), key
     # TTB100 and Roll100: seed 1 never reaches Random's 0.8, so one of two seeds is missing.
     assert table.cell("bots", "math", "TTB100").n_missing == 1
-    assert _mean(table, "offline", "TTB25") == pytest.approx(2.0)
-    assert _mean(table, "offline", "TTB50") == pytest.approx(1.75)
-    assert table.cell("offline", "math", "TTB100").n == 0
+    assert _mean(table, "offline_easy2hard", "TTB25") == pytest.approx(2.0)
+    assert _mean(table, "offline_easy2hard", "TTB50") == pytest.approx(1.75)
+    assert table.cell("offline_easy2hard", "math", "TTB100").n == 0
     # Random against itself: its curves rise monotonically here, so every ratio is exactly 1.
     for key in ("TTB25", "TTB50", "TTB100", "BSF25", "BSF50", "BSF100", "Roll100"):
         assert _mean(table, "random", key) == pytest.approx(1.0), key
@@ -68,15 +68,17 @@ def test_main_table_known_answers(known: Path) -> None:
 def test_markdown_and_latex_render_never_reached(known: Path) -> None:
     table = tables.main_table(load_runs([known]))
     md = tables.to_markdown(table)
-    offline = next(line for line in md.splitlines() if line.startswith("| offline"))
+    # the paper's row names
+    offline = next(line for line in md.splitlines() if line.startswith("| Offline (easy→hard)"))
     cells = [c.strip() for c in offline.strip("|").split("|")]
-    assert cells[0] == "offline" and cells[1] == "2.00 [2.00, 2.00]" and cells[3] == "—" and cells[8] == "—"
-    bots = next(line for line in md.splitlines() if line.startswith("| bots"))
+    assert cells[1] == "2.00 [2.00, 2.00]" and cells[3] == "—" and cells[8] == "—"
+    bots = next(line for line in md.splitlines() if line.startswith("| BOTS |"))
     assert "0.50 (1/2 —)" in bots
-    assert "math TTB(25%)↓" in md and "seeds: random 2, offline 2, bots 2" in md
+    assert "math TTB(25%)↓" in md and "seeds: Random 2, Offline (easy→hard) 2, BOTS 2" in md
+    assert "over Random's own steps to it (Random = 1)" in md
     tex = tables.to_latex(table)
     assert r"\multicolumn{8}{c}{math}" in tex and "TTB(25\\%)$\\downarrow$" in tex
-    assert "offline & 2.00 [2.00, 2.00] & " in tex and " & --- & " in tex
+    assert r"Offline (easy$\rightarrow$hard) & 2.00 [2.00, 2.00] & " in tex and " & --- & " in tex
     assert "—" not in tex and tex.count(r"\\") == 2 + 3  # two header lines, three rows
 
 
@@ -102,19 +104,23 @@ def test_wall_clock_column_and_multi_domain(tmp_path: Path) -> None:
 def test_ablation_tables_group_by_hparams(tmp_path: Path) -> None:
     for seed in (0, 1):
         write_run(tmp_path, "random", seed, CURVES[("random", seed)])
-        # a ρ sweep at the default λ, a λ sweep at the default ρ, and a variant that must not enter either table
-        for rho, curve in ((0.0, CURVES[("offline", seed)]), (0.1, CURVES[("bots", seed)]), (0.5, CURVES[("bots", 0)])):
+        # a ρ sweep at the default λ, a λ sweep at the default ρ, a greedy run, and variants that must enter neither
+        for rho, curve in (
+            (0.0, CURVES[("offline_easy2hard", seed)]),
+            (0.1, CURVES[("bots", seed)]),
+            (0.5, CURVES[("bots", 0)]),
+        ):
             write_run(tmp_path, f"bots_rho{rho}", seed, curve, hparams={"selector": "bots", "hparams": {"rho": rho}})
         write_run(
             tmp_path, "bots_lam1", seed, CURVES[("random", seed)], hparams={"selector": "bots", "hparams": {"lam": 1.0}}
         )
-        write_run(
-            tmp_path,
-            "bots_greedy",
-            seed,
-            CURVES[("random", seed)],
-            hparams={"selector": "bots", "hparams": {"do_sample": False}},
-        )
+        greedy = {"selector": "bots", "hparams": {"selection": "greedy"}}
+        write_run(tmp_path, "bots_greedy", seed, CURVES[("random", seed)], hparams=greedy)
+        # BOTS-DOTS-like: greedy at λ = ρ = 1 belongs to no single-parameter ablation
+        dots = {"selector": "bots", "hparams": {"lam": 1.0, "rho": 1.0, "selection": "greedy"}}
+        write_run(tmp_path, "bots_dots", seed, CURVES[("bots", 0)], hparams=dots)
+        no_plugin = {"selector": "bots", "hparams": {"rho": 0.5, "evidence": "none"}}
+        write_run(tmp_path, "bots_noplugin", seed, CURVES[("bots", 0)], hparams=no_plugin)
     runs = load_runs([tmp_path])
     rho = tables.ablation_table(runs, "rho")
     assert rho.rows == ["ρ = 0", "ρ = 0.1", "ρ = 0.5"]
@@ -125,18 +131,36 @@ def test_ablation_tables_group_by_hparams(tmp_path: Path) -> None:
     # bots_rho0.1 has no λ, so it is the default λ = 0.1 point; bots_lam1 the λ = 1 point
     assert lam.rows == ["λ = 0.1", "λ = 1"]
     assert lam.cell("λ = 1", "math", "BSF100").mean == pytest.approx(1.0)
+    selection = tables.ablation_table(runs, "selection")
+    assert selection.rows == ["selection = thompson", "selection = greedy"]
+    assert selection.cell("selection = greedy", "math", "TTB50").mean == pytest.approx(1.0)
     assert "$\\rho$ = 0.1 &" in tables.to_latex(rho)
-    # labels are unique in the simulator's layout, so the main table keeps them as they are
+    # labels are unique in the simulator's layout, so the main table keeps them as they are, paper rows first
     assert tables.main_table(runs).rows == [
         "random",
+        "bots_dots",
         "bots_greedy",
         "bots_lam1",
+        "bots_noplugin",
         "bots_rho0.0",
         "bots_rho0.1",
         "bots_rho0.5",
     ]
     with pytest.raises(LoadError, match="need runs of selector 'nope'"):
         tables.ablation_table(runs, "rho", method="nope")
+
+
+def test_ablation_cell_shared_by_the_main_run_and_a_sweep_run_takes_the_main_run(tmp_path: Path) -> None:
+    """The ρ = 0.1 sweep point and the main BOTS run are the same config: the main run fills the cell, no error."""
+    for seed in (0, 1):
+        write_run(tmp_path, "random", seed, CURVES[("random", seed)])
+        write_run(tmp_path, "bots", seed, CURVES[("bots", seed)], hparams={"rho": 0.1, "lam": 0.1})
+        for rho in (0.1, 0.5):
+            hparams = {"selector": "bots", "rho": rho, "lam": 0.1}
+            write_run(tmp_path, f"bots_rho{rho}", seed, CURVES[("random", seed)], hparams=hparams)
+    rho = tables.ablation_table(load_runs([tmp_path]), "rho")
+    assert rho.rows == ["ρ = 0.1", "ρ = 0.5"]
+    assert rho.cell("ρ = 0.1", "math", "TTB50").mean == pytest.approx(0.75)  # the bots curves, not Random's
 
 
 def test_main_table_splits_a_label_by_varying_hparams(tmp_path: Path) -> None:
@@ -159,11 +183,80 @@ def test_cli_writes_markdown_and_latex(known: Path, tmp_path: Path, capsys: pyte
     assert "ρ ablation: need runs of selector 'bots'" in capsys.readouterr().err
 
 
-def test_random_row_scores_itself_honestly(tmp_path: Path) -> None:
-    """Random's TTB against itself is below 1 when its best within the horizon came before the horizon."""
+def test_random_row_is_one_and_the_budget_denominator_is_an_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Random peaks early (best within step 4 is 0.4, reached at step 2): its TTB is 1 by default, 2/4 by budget."""
     for seed in (0, 1):
         write_run(tmp_path, "random", seed, (0.1, 0.4, 0.3, 0.3, 0.5))
-    table = tables.main_table(load_runs([tmp_path]))
-    # best within step 4 is 0.4, first reached at step 2: 2 / 4
-    assert table.cell("random", "math", "TTB50").mean == pytest.approx(0.5)
-    assert math.isclose(table.cell("random", "math", "BSF50").mean, 1.0)
+        write_run(tmp_path, "bots", seed, (0.1, 0.2, 0.4, 0.5, 0.5))
+    runs = load_runs([tmp_path])
+    table = tables.main_table(runs)
+    for key in ("TTB25", "TTB50", "TTB100", "BSF25", "BSF50", "BSF100", "Roll100"):
+        assert table.cell("random", "math", key).mean == 1.0, key
+    assert table.cell("bots", "math", "TTB50").mean == pytest.approx(4 / 2)
+    budget = tables.main_table(runs, ttb_denominator="budget")
+    assert budget.cell("random", "math", "TTB50").mean == pytest.approx(2 / 4)
+    assert budget.cell("bots", "math", "TTB50").mean == pytest.approx(4 / 4)
+    assert budget.cell("random", "math", "Roll100").mean == pytest.approx(1.0)  # 0.5 first at step 8 = the budget
+    assert tables.main(["--runs", str(tmp_path), "--ttb-denominator", "budget"]) == 0
+    out = capsys.readouterr().out
+    assert "| Random | 1.00 [1.00, 1.00] | 0.50 [0.50, 0.50] |" in out and "over x% of the budget" in out
+    with pytest.raises(ValueError, match="TTB denominator"):
+        tables.main_table(runs, ttb_denominator="steps")
+
+
+def test_paper_rows_in_the_paper_order_with_its_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    labels = ["bots", "bots_greedy", "bots_dots", "offline_easy2hard", "bots_mopps", "random"]
+    for seed in (0, 1):
+        for label in labels:
+            write_run(tmp_path, label, seed, CURVES[("bots" if label != "random" else "random", seed)])
+    runs = load_runs([tmp_path])
+    assert tables.main_table(runs).rows == [
+        "random",
+        "offline_easy2hard",
+        "bots_mopps",
+        "bots_dots",
+        "bots",
+        "bots_greedy",
+    ]
+    assert tables.main_table(runs, methods=["paper"]).rows == list(tables.PAPER_LABELS)
+    assert tables.main(["--runs", str(tmp_path), "--methods", "paper"]) == 0
+    names = [line.split("|")[1].strip() for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][1:]
+    assert names == ["Random", "Offline (easy→hard)", "BOTS-MoPPS", "BOTS-DOTS", "BOTS"]
+    with pytest.raises(LoadError, match=r"no runs labelled \['nope'\]"):
+        tables.main_table(runs, methods=["nope"])
+
+
+def test_one_table_holds_both_model_sizes(tmp_path: Path) -> None:
+    """Rows are grouped per model (1.5B first), each paired with its own Random; lengths may differ between sizes."""
+    small, large = "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-7B-Instruct"
+    for seed in (0, 1):
+        for model, root in ((large, tmp_path / "7b"), (small, tmp_path / "1.5b")):
+            write_run(root, "random", seed, CURVES[("random", seed)], model=model)
+        write_run(tmp_path / "1.5b", "bots", seed, CURVES[("bots", seed)], model=small)
+        # the 7B BOTS run is Random's curve: TTB = 1 exactly, unlike the 1.5B one
+        write_run(tmp_path / "7b", "bots", seed, CURVES[("random", seed)], model=large)
+    runs = load_runs([tmp_path])
+    table = tables.main_table(runs)
+    assert table.models == ["Qwen2.5-1.5B-Instruct", "Qwen2.5-7B-Instruct"]
+    assert table.rows_of("Qwen2.5-7B-Instruct") == ["random", "bots"]
+    assert table.cell("bots", "math", "TTB50", model="Qwen2.5-1.5B-Instruct").mean == pytest.approx(0.75)
+    assert table.cell("bots", "math", "TTB50", model="Qwen2.5-7B-Instruct").mean == pytest.approx(1.0)
+    with pytest.raises(KeyError, match="pass model="):
+        table.cell("bots", "math", "TTB50")
+    md = tables.to_markdown(table).splitlines()
+    assert md[2].startswith("| Model | Method | math TTB(25%)↓")
+    body = [line.split("|")[1:3] for line in md[4:8]]
+    assert [(m.strip(), r.strip()) for m, r in body] == [
+        ("Qwen2.5-1.5B-Instruct", "Random"),
+        ("Qwen2.5-1.5B-Instruct", "BOTS"),
+        ("Qwen2.5-7B-Instruct", "Random"),
+        ("Qwen2.5-7B-Instruct", "BOTS"),
+    ]
+    assert "math (Qwen2.5-7B-Instruct): accuracy" in "\n".join(md)
+    # a 7B method without a 7B Random is an error naming the model
+    for seed in (0, 1):
+        write_run(tmp_path / "3b", "bots", seed, CURVES[("bots", seed)], model="Qwen/Qwen2.5-3B-Instruct")
+    with pytest.raises(LoadError, match=r"domain math of Qwen2.5-3B-Instruct: no 'random' baseline runs"):
+        tables.main_table(load_runs([tmp_path]))

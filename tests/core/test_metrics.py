@@ -11,6 +11,8 @@ from bots_verl.core.metrics import (
     effective_task_ratio,
     interval,
     paired_interval,
+    pearson,
+    roc_auc,
     steps_to_reach,
     t_quantile,
     ttb,
@@ -84,3 +86,23 @@ def test_bad_curves():
         ttb([0, 0], [0.1, 0.2], STEPS, RANDOM, 1.0, 100)
     with pytest.raises(ValueError, match="fraction"):
         bsf(STEPS, FAST, STEPS, RANDOM, 0, 100)
+
+
+def test_roc_auc_is_the_pairwise_win_rate_with_ties_as_half():
+    rng = np.random.default_rng(0)
+    scores = rng.integers(0, 6, 40) / 5  # many ties
+    labels = rng.random(40) < 0.4
+    pos, neg = scores[labels], scores[~labels]
+    wins = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
+    assert roc_auc(scores, labels) == pytest.approx(wins / (pos.size * neg.size))
+    assert roc_auc([0.1, 0.9], [False, True]) == 1.0
+    assert roc_auc([0.9, 0.1], [False, True]) == 0.0
+    assert np.isnan(roc_auc([0.1, 0.9], [True, True]))
+
+
+def test_pearson():
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    assert pearson(x, 2 * x + 1) == pytest.approx(1.0)
+    assert pearson(x, -x) == pytest.approx(-1.0)
+    assert pearson(x, np.array([1.0, 3.0, 2.0, 4.0])) == pytest.approx(np.corrcoef(x, [1, 3, 2, 4])[0, 1])
+    assert np.isnan(pearson(x, np.ones(4))) and np.isnan(pearson([1.0], [2.0]))

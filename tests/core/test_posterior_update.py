@@ -62,20 +62,6 @@ def test_proposition_2_steady_state_ess(name):
     assert ess[1] == pytest.approx(2 + rho * m / lam, rel=1e-6)
 
 
-def test_reference_prior_formula():
-    sel = build_selector("bots", 3, reference_pass_rates=REF, prior="reference", prior_strength=4)
-    np.testing.assert_allclose(sel.alpha, 1 + 4 * REF[:, 0])
-    np.testing.assert_allclose(sel.beta, 1 + 4 * (1 - REF[:, 0]))
-    strong = build_selector("bots", 3, reference_pass_rates=REF, prior="reference", prior_column=1, prior_strength=2)
-    np.testing.assert_allclose(strong.alpha, 1 + 2 * REF[:, 1])
-    # forgetting pulls toward the per-task prior, not toward Beta(1, 1)
-    mopps = build_selector("mopps", 3, reference_pass_rates=REF, prior="reference", prior_strength=4)
-    mopps.update([0], [16], [16])
-    for _ in range(300):
-        mopps.update([1], [8], [16])
-    np.testing.assert_allclose(mopps.alpha[[0, 2]], 1 + 4 * REF[[0, 2], 0])
-
-
 def test_degenerate_reference_batch_keeps_previous_mu():
     ref = np.array([[0.3, 0.3], [0.2, 0.8], [0.1, 0.1], [0.0, 1.0]])
     sel = build_selector("bots", 4, reference_pass_rates=ref)

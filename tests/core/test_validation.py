@@ -34,6 +34,12 @@ BAD_UPDATES = [
     (([True, False], [1, 1], [16, 16]), "integers"),  # a boolean mask is not a list of indices
     (([], [], []), "empty"),
     (([[1, 2]], [1, 2], [16, 16]), "1-D"),
+    (([1], [1 + 2j], [16]), "real numbers"),  # the imaginary part used to be dropped silently
+    (([1], ["3"], [16]), "real numbers"),  # a string used to be parsed
+    (([1], [1], ["16"]), "real numbers"),
+    (([1], [1], [True]), "real numbers"),  # a boolean attempt count is not 1
+    (([1], [None], [16]), "real numbers"),
+    (([1], [1], [1e308]), "attempts above"),  # used to turn beta into inf and NaN
 ]
 
 
@@ -73,8 +79,9 @@ def test_bad_batch_size(batch_size):
         ({"reference_pass_rates": REF, "selection": "magic"}, "unknown selection"),
         ({"reference_pass_rates": REF, "selection": "softmax", "tau": 0}, "tau"),
         ({"reference_pass_rates": REF, "alpha0": 0}, "alpha0"),
-        ({"reference_pass_rates": REF, "prior": "magic"}, "prior"),
+        ({"reference_pass_rates": REF, "tau": 0.1}, "unknown hyperparameter 'tau'"),  # softmax only
         ({"reference_pass_rates": REF, "implicit_scale": -1}, "implicit_scale"),
+        ({"reference_pass_rates": REF, "implicit_scale": 1e308}, "implicit_scale"),
     ],
 )
 def test_bad_construction(kwargs, message):
@@ -110,7 +117,7 @@ def test_missing_reference_values_are_imputed_with_one_warning(caplog):
 
 @settings(max_examples=60, deadline=None)
 @given(
-    name=st.sampled_from(["bots", "mopps", "implicit_only"]),
+    evidence=st.sampled_from(["interpolation", "none"]),
     lam=st.floats(0, 1),
     rho=st.floats(0, 1),
     steps=st.lists(
@@ -119,8 +126,8 @@ def test_missing_reference_values_are_imputed_with_one_warning(caplog):
         max_size=8,
     ),
 )
-def test_posterior_stays_positive_and_finite(name, lam, rho, steps):
-    sel = build_selector(name, N, reference_pass_rates=REF, lam=lam, rho=rho, seed=0)
+def test_posterior_stays_positive_and_finite(evidence, lam, rho, steps):
+    sel = build_selector("bots", N, reference_pass_rates=REF, evidence=evidence, lam=lam, rho=rho, seed=0)
     for step in steps:
         by_task = {i: (frac, n) for i, frac, n in step}
         idx = np.array(list(by_task))

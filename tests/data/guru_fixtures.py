@@ -212,3 +212,17 @@ def build_guru_dir(root: Path, **math_kwargs: Any) -> Path:
     ordering_file(online / "logic__ordering_puzzle_dataset_100.parquet", with_rates=False)
     arc_file(online / "logic__arcagi1_200.parquet", "simulation__arcagi1", with_rates=False)
     return root
+
+
+def write_bad_math_train(guru: Path) -> Path:
+    """Replace the math train file by 8 rows with one of each problem: NaN and null weak rates, weak > strong, a weak
+    rate of 1.5, a duplicate prompt (row 5 repeats row 4) and an empty ground truth (row 7)."""
+    n = 8
+    weak = [0.1, float("nan"), None, 0.9, 0.2, 0.3, 1.5, 0.4]
+    strong = [0.5, 0.5, 0.5, 0.2, 0.6, 0.7, 1.0, 0.8]
+    prompts = [f"p{i}" for i in range(n)]
+    prompts[5] = prompts[4]
+    gts = [str(i) for i in range(n)]
+    gts[7] = ""
+    path = guru / "train" / "math__combined_54.4k.parquet"
+    return math_file(path, n=n, weak=weak, strong=strong, prompts=prompts, gts=gts)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from guru_fixtures import build_guru_dir, math_file
+from guru_fixtures import build_guru_dir, write_bad_math_train
 
 from bots_verl.data.guru import PrepError, find_file, prepare, prepare_domain
 from bots_verl.rewards import compute_score
@@ -93,14 +93,7 @@ def test_converted_rows_score_with_the_rewards(guru: Path, tmp_path: Path) -> No
 
 def _bad_math(tmp_path: Path) -> Path:
     guru = build_guru_dir(tmp_path / "guru")
-    n = 8
-    weak = [0.1, float("nan"), None, 0.9, 0.2, 0.3, 1.5, 0.4]
-    strong = [0.5, 0.5, 0.5, 0.2, 0.6, 0.7, 1.0, 0.8]
-    prompts = [f"p{i}" for i in range(n)]
-    prompts[5] = prompts[4]  # duplicate
-    gts = [str(i) for i in range(n)]
-    gts[7] = ""  # empty answer: bad ground truth
-    math_file(guru / "train" / "math__combined_54.4k.parquet", n=n, weak=weak, strong=strong, prompts=prompts, gts=gts)
+    write_bad_math_train(guru)
     return guru
 
 
@@ -110,9 +103,11 @@ def test_fatal_issues_block_and_are_counted(tmp_path: Path) -> None:
     with pytest.raises(PrepError, match="fatal row issues") as err:
         prepare_domain(guru, out, "math", with_eval=False)
     assert "missing_pass_rate" in str(err.value)
-    assert not (out / "math" / "train.parquet").exists()  # nothing half-written
-    assert not list((out / "math").glob(".*tmp*"))
-    report = json.loads((out / "math" / "prep_report.json").read_text())["outputs"]["train"]
+    assert not (out / "math").exists()  # nothing half-written
+    assert sorted(p.name for p in out.iterdir()) == ["math.prep_report.failed.json"]  # no hidden leftovers either
+    failed = json.loads((out / "math.prep_report.failed.json").read_text())
+    assert failed["written"] is False
+    report = failed["outputs"]["train"]
     assert report["issues"] == {
         "missing_pass_rate": 2,
         "pass_rate_out_of_range": 1,
@@ -165,6 +160,7 @@ def test_cli(guru: Path, tmp_path: Path) -> None:
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
-    assert "logic/train: 18 rows in, 18 written" in proc.stderr
+    assert "logic/train: 18 rows in, 18 kept, 0 dropped; issues none" in proc.stderr
+    assert f"logic: wrote train.parquet (18 rows) and prep_report.json to {out / 'logic'}" in proc.stderr
     bad = subprocess.run([*cmd[:4], str(tmp_path / "missing"), *cmd[5:]], capture_output=True, text=True, cwd=ROOT)
     assert bad.returncode == 1 and "is not a directory" in bad.stderr

@@ -2,8 +2,9 @@
 
 Each script is run with ``RECIPE_ARGV_DIR`` so that it records its final ``bots_verl.main`` argv instead of starting
 python (bash only, fast); one python process then composes and validates every recorded config with the entry
-point's own ``check_config`` (verl's ``validate_config`` + the ``bots:`` checks). One script also runs its real
-``DRY_RUN=1`` path end to end, to prove that the recorded argv is what the dry run executes.
+point's own ``check_config`` (verl's ``validate_config`` + the ``bots:`` checks, the method label included). One
+script also runs its real ``DRY_RUN=1`` path end to end, to prove that the recorded argv is what the dry run executes,
+and one more shows that the dry run refuses a selector override that its method label does not describe.
 """
 
 from __future__ import annotations
@@ -17,13 +18,28 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
 from guru_fixtures import build_guru_dir  # noqa: E402
+from recipe_argv import RECIPES, compose, record, value  # noqa: E402
 
 from bots_verl.data.guru import prepare  # noqa: E402
+from bots_verl.runlog import PAPER_METHODS  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-RECIPES = ROOT / "recipes"
+DOMAINS = ("math", "code", "logic")
+SIZES = ("1.5b", "7b")
+PAPER_LABELS = tuple(m.label for m in PAPER_METHODS)
 MAIN = sorted(RECIPES.glob("run_*.sh"))
 ABLATIONS = sorted((RECIPES / "ablations").glob("run_*.sh"))
+# old ablation scripts kept as deprecated shims -> the script whose runs they now record
+DEPRECATED = {
+    "ablations/run_math_qwen2.5_1.5b_mopps.sh": "bots_rho0",
+    "ablations/run_math_qwen2.5_1.5b_implicit_only.sh": "bots_rho1.0",
+    "ablations/run_math_qwen2.5_1.5b_offline_easy2hard.sh": "offline_easy2hard",
+}
+# The baselines' defining settings as the paper's notes give them (recipes/common.sh cites each).
+BASELINE_HPARAMS = {
+    "bots": {"lam": "0.1", "rho": "0.1", "target": "0.5", "selection": "thompson", "evidence": "interpolation"},
+    "bots_mopps": {"lam": "0.0", "rho": "0.0", "target": "0.5", "selection": "thompson", "evidence": "none"},
+    "bots_dots": {"lam": "1.0", "rho": "1.0", "target": "0.5", "selection": "greedy", "evidence": "interpolation"},
+}
 
 
 @pytest.fixture(scope="module")
@@ -33,34 +49,22 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "data"
 
 
-def _record(script: Path, tmp: Path, data_dir: Path, *args: str, **env: str) -> dict[str, list[str]]:
-    out = tmp / script.stem
-    full_env = {**os.environ, "RECIPE_ARGV_DIR": str(out), "DATA_DIR": str(data_dir), "DRY_RUN": "1", **env}
-    subprocess.run(["bash", str(script), *args], check=True, env=full_env, cwd=tmp, capture_output=True, text=True)
-    return {p.stem: p.read_bytes().decode().split("\0")[:-1] for p in sorted(out.glob("*.argv"))}
+def _method(name: str) -> str:
+    """``math_qwen2.5-1.5b-instruct_bots_mopps_s42`` -> ``bots_mopps``."""
+    return name.split("-instruct_", 1)[1].rsplit("_s", 1)[0]
 
 
-def _value(argv: list[str], key: str) -> str:
-    hits = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0] == key]
-    assert hits, f"{key} not in argv"
-    return hits[-1]
-
-
-def test_matrix_is_complete() -> None:
-    names = {p.name for p in MAIN}
-    expected = {
-        f"run_{d}_qwen2.5_{m}_{s}.sh"
-        for d in ("math", "code", "logic")
-        for m in ("1.5b", "7b")
-        for s in ("bots", "random")
-    }
-    assert names == expected
+def test_one_script_per_main_table_cell() -> None:
+    assert PAPER_LABELS == ("random", "offline_easy2hard", "bots_mopps", "bots_dots", "bots")
+    expected = {f"run_{d}_qwen2.5_{m}_{s}.sh" for d in DOMAINS for m in SIZES for s in PAPER_LABELS}
+    assert len(expected) == 30 and {p.name for p in MAIN} == expected
     assert {p.stem.removeprefix("run_math_qwen2.5_1.5b_") for p in ABLATIONS} == {
+        "rho_sweep",
+        "lambda_sweep",
+        "greedy",
         "mopps",
         "implicit_only",
         "offline_easy2hard",
-        "rho_sweep",
-        "lambda_sweep",
     }
     for script in [*MAIN, *ABLATIONS]:
         assert os.access(script, os.X_OK), f"{script} is not executable"
@@ -68,11 +72,23 @@ def test_matrix_is_complete() -> None:
 
 def test_every_recipe_dry_run_validates(tmp_path: Path, data_dir: Path) -> None:
     recorded: dict[str, list[str]] = {}
+    by_script: dict[str, dict[str, list[str]]] = {}
     for script in [*MAIN, *ABLATIONS]:
-        runs = _record(script, tmp_path, data_dir)
-        assert runs, f"{script.name} recorded no run"
-        recorded.update(runs)
-    assert len(recorded) == 12 + 3 + 6 + 6  # matrix, three ablations, rho and lambda sweeps
+        name = str(script.relative_to(RECIPES))
+        runs = record(script, tmp_path / name.replace("/", "_"), data_dir, RUN_ROOT=str(tmp_path / "runs"))
+        assert runs, f"{name} recorded no run"
+        by_script[name] = runs
+        if name not in DEPRECATED:
+            recorded.update(runs)
+    # 30 cells; rho and lambda sweeps without their 0.1 point (the main BOTS run); the greedy run
+    assert len(recorded) == 30 + 5 + 5 + 1
+    cells = {(n.split("_")[0], n.split("_")[1], _method(n)) for n in recorded if _method(n) in PAPER_LABELS}
+    assert len(cells) == 30
+
+    # The deprecated scripts record exactly the runs of their replacements.
+    for name, label in DEPRECATED.items():
+        ((experiment, argv),) = by_script[name].items()
+        assert _method(experiment) == label and recorded[experiment] == argv
 
     for name, argv in recorded.items():
         assert argv[-4:] == [
@@ -82,38 +98,63 @@ def test_every_recipe_dry_run_validates(tmp_path: Path, data_dir: Path) -> None:
             "hydra/job_logging=stdout",
         ]
         # The paper's settings, from the one shared file.
-        assert _value(argv, "data.train_batch_size") == "32" and _value(argv, "actor_rollout_ref.rollout.n") == "16"
-        assert _value(argv, "actor_rollout_ref.actor.optim.lr") == "1e-6"
-        assert _value(argv, "data.max_response_length") == "8192"
-        assert _value(argv, "bots.reference_columns") == "[qwen2.5_7b_pass_rate,qwen3_30b_pass_rate]"
-        assert _value(argv, "trainer.logger") == '["console","file"]'
-        assert _value(argv, "bots.run_log.dir").endswith(name)
-        if _value(argv, "bots.selector") == "bots":
-            assert "+bots.hparams.target=0.5" in argv
-    sweep = {name: argv for name, argv in recorded.items() if "_bots_rho" in name}
-    assert sorted(_value(a, "+bots.hparams.rho") for a in sweep.values()) == ["0", "0.05", "0.1", "0.2", "0.5", "1.0"]
-    lam = [_value(a, "+bots.hparams.lam") for n, a in recorded.items() if "_bots_lambda" in n]
-    assert sorted(lam) == ["0", "0.05", "0.1", "0.2", "0.5", "1.0"]
+        assert value(argv, "data.train_batch_size") == "32" and value(argv, "actor_rollout_ref.rollout.n") == "16"
+        assert value(argv, "actor_rollout_ref.actor.optim.lr") == "1e-6"
+        assert value(argv, "data.max_response_length") == "8192"
+        assert value(argv, "bots.reference_columns") == "[qwen2.5_7b_pass_rate,qwen3_30b_pass_rate]"
+        assert value(argv, "trainer.logger") == '["console","file"]'
+        assert value(argv, "bots.run_log.dir").endswith(name)
+        assert value(argv, "bots.run_log.method") == _method(name)
+        method = _method(name)
+        for key, expected in BASELINE_HPARAMS.get(method, {}).items():
+            assert value(argv, f"+bots.hparams.{key}") == expected, (name, key)
+    rho = sorted(value(a, "+bots.hparams.rho") for n, a in recorded.items() if "_bots_rho" in n)
+    assert rho == ["0", "0.05", "0.2", "0.5", "1.0"]
+    lam = sorted(value(a, "+bots.hparams.lam") for n, a in recorded.items() if "_bots_lambda" in n)
+    assert lam == ["0", "0.05", "0.2", "0.5", "1.0"]
+    (greedy,) = (a for n, a in recorded.items() if _method(n) == "bots_greedy")
+    assert value(greedy, "+bots.hparams.selection") == "greedy" and value(greedy, "+bots.hparams.rho") == "0.1"
 
     # Compose and validate every config in one process, exactly as `python -m bots_verl.main ... bots.dry_run=true`.
-    from hydra import compose, initialize_config_module
-
     from bots_verl.main import check_config
 
-    with initialize_config_module(config_module="bots_verl.config", version_base=None):
-        for name, argv in recorded.items():
-            config = compose(config_name="bots_trainer", overrides=argv)
-            settings = check_config(config)
-            assert settings.dry_run, name
-            assert settings.task_id_field == "task_id"
-            assert config.trainer.nnodes == 1 and config.trainer.n_gpus_per_node == 8
-            assert config.reward.custom_reward_function.path == "pkg://bots_verl.rewards"
+    for name, config in zip(recorded, compose(recorded.values()), strict=True):
+        settings = check_config(config)
+        assert settings.dry_run, name
+        assert settings.method == _method(name), name  # the label describes the config (or check_config raises)
+        assert settings.task_id_field == "task_id"
+        assert config.trainer.nnodes == 1 and config.trainer.n_gpus_per_node == 8
+        assert config.reward.custom_reward_function.path == "pkg://bots_verl.rewards"
+        model = "Qwen/Qwen2.5-1.5B-Instruct" if "1.5b" in name else "Qwen/Qwen2.5-7B-Instruct"
+        assert config.actor_rollout_ref.model.path == model
+
+
+def test_selector_override_wins_with_its_label_or_fails(tmp_path: Path, data_dir: Path) -> None:
+    """Issue 14: appending a selector to a BOTS script must not run one thing and log another."""
+    from bots_verl.main import check_config
+
+    bots = RECIPES / "run_math_qwen2.5_1.5b_bots.sh"
+    cases = {
+        "selector": record(bots, tmp_path / "a", data_dir, "bots.selector=implicit_only"),
+        "rho_knob": record(bots, tmp_path / "b", data_dir, RHO="0.2"),
+        "relabelled": record(
+            bots, tmp_path / "c", data_dir, "bots.hparams.selection=greedy", "bots.run_log.method=bots_greedy"
+        ),
+        "derived": record(bots, tmp_path / "d", data_dir, "bots.hparams.rho=0.05", "bots.run_log.method=null"),
+    }
+    configs = dict(zip(cases, compose(next(iter(c.values())) for c in cases.values()), strict=True))
+    with pytest.raises(ValueError, match=r"implicit_only"):
+        check_config(configs["selector"])
+    with pytest.raises(ValueError, match=r"bots.run_log.method='bots' .*rho: label means 0.1, config has 0.2"):
+        check_config(configs["rho_knob"])
+    assert check_config(configs["relabelled"]).method == "bots_greedy"
+    assert check_config(configs["derived"]).method == "bots_rho0.05"
 
 
 def test_knobs_and_passthrough(tmp_path: Path, data_dir: Path) -> None:
     """Multi-node knobs reach the trainer, the model path is a knob, and "$@" overrides come last (they win)."""
     script = RECIPES / "run_code_qwen2.5_7b_random.sh"
-    (argv,) = _record(
+    (argv,) = record(
         script,
         tmp_path,
         data_dir,
@@ -123,25 +164,42 @@ def test_knobs_and_passthrough(tmp_path: Path, data_dir: Path) -> None:
         MODEL_PATH="/m/qwen7b",
         DRY_RUN="0",
     ).values()
-    assert _value(argv, "trainer.nnodes") == "4" and _value(argv, "trainer.n_gpus_per_node") == "4"
-    assert _value(argv, "actor_rollout_ref.model.path") == "/m/qwen7b"
-    assert _value(argv, "trainer.test_freq") == "5" and argv[-2] == "trainer.test_freq=5"
-    assert argv[-1] == f"hydra.run.dir={_value(argv, 'bots.run_log.dir')}/hydra"
+    assert value(argv, "trainer.nnodes") == "4" and value(argv, "trainer.n_gpus_per_node") == "4"
+    assert value(argv, "actor_rollout_ref.model.path") == "/m/qwen7b"
+    assert value(argv, "trainer.test_freq") == "5" and argv[-2] == "trainer.test_freq=5"
+    assert argv[-1] == f"hydra.run.dir={value(argv, 'bots.run_log.dir')}/hydra"
     assert "bots.dry_run=true" not in argv
-    assert _value(argv, "data.train_files") == f"{data_dir}/code/train.parquet"
+    assert value(argv, "data.train_files") == f"{data_dir}/code/train.parquet"
+    assert value(argv, "bots.selector") == "random" and value(argv, "bots.run_log.method") == "random"
+
+
+def test_unknown_method_stops_the_script(tmp_path: Path, data_dir: Path) -> None:
+    script = tmp_path / "run_bad.sh"
+    lines = ["set -euo pipefail", "DOMAIN=math MODEL_PATH=m METHOD=mopps", f"source {RECIPES}/common.sh", "bots_launch"]
+    script.write_text("\n".join(lines) + "\n")
+    with pytest.raises(RuntimeError, match=r"unknown METHOD 'mopps'"):
+        record(script, tmp_path / "out", data_dir)
 
 
 def test_dry_run_end_to_end(tmp_path: Path, data_dir: Path) -> None:
     env = {**os.environ, "DRY_RUN": "1", "DATA_DIR": str(data_dir), "PYTHON": sys.executable, "RUN_ROOT": str(tmp_path)}
-    proc = subprocess.run(
-        ["bash", str(RECIPES / "run_logic_qwen2.5_1.5b_bots.sh"), "trainer.total_training_steps=3"],
-        env=env,
-        cwd=tmp_path,  # hydra would create outputs/ here if the dry run let it
-        capture_output=True,
-        text=True,
-        timeout=170,
-    )
+
+    def dry_run(script: str, *overrides: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["bash", str(RECIPES / script), *overrides],
+            env=env,
+            cwd=tmp_path,  # hydra would create outputs/ here if the dry run let it
+            capture_output=True,
+            text=True,
+            timeout=170,
+        )
+
+    proc = dry_run("run_logic_qwen2.5_1.5b_bots_dots.sh", "trainer.total_training_steps=3")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     assert "BOTS dry run: config OK" in proc.stdout
-    assert "total_training_steps=3" in proc.stdout
+    assert "total_training_steps=3" in proc.stdout and "'selection': 'greedy'" in proc.stdout
     assert not any(tmp_path.iterdir()), "a dry run must not create run directories (nor hydra's outputs/)"
+
+    refused = dry_run("run_math_qwen2.5_1.5b_bots.sh", "bots.selector=implicit_only")
+    assert refused.returncode != 0 and "implicit_only" in refused.stderr
+    assert "BOTS dry run: config OK" not in refused.stdout

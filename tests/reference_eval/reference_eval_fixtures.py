@@ -12,6 +12,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from reference_eval import Settings, collect, read_results
+from reference_eval.scoring import resolve_scorer
+
 WORDS = ["what", "is", "the", "answer", "to", "question", "user", "assistant", ":", "1", "2", "3"]
 BOXED = ["\\boxed{1}", "\\boxed{2}", "\\boxed{3}"]
 SPECIAL = ["[PAD]", "[UNK]", "<s>", "</s>"]
@@ -20,6 +23,8 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}assistant : {% endif %}"
 )
 N_ROWS = 20
+N = 4  # samples per prompt in the tests
+SCORER = resolve_scorer("auto")
 
 
 def build_tiny_model(path: Path) -> Path:
@@ -78,3 +83,30 @@ def write_rows(rows: list[dict], path: Path) -> Path:
     """Write rows as parquet."""
     pq.write_table(pa.Table.from_pylist(rows), path)
     return path
+
+
+def settings(**overrides) -> Settings:
+    """The tests' collect settings (the tiny model, N samples of at most 3 tokens)."""
+    base = dict(model="tiny", n=N, temperature=1.0, top_p=1.0, top_k=-1, max_tokens=3, seed=0, scorer=SCORER.name)
+    base.update(overrides)
+    return Settings(**base)
+
+
+def run(data: Path, out: Path, backend, **kwargs):
+    """``collect`` with the tests' defaults (batch size 8, no progress bar, :func:`settings`, :data:`SCORER`)."""
+    kwargs.setdefault("batch_size", 8)
+    kwargs.setdefault("progress", False)
+    scorer = kwargs.pop("scorer", SCORER)
+    return collect(data, out, backend, kwargs.pop("settings", settings()), scorer, **kwargs)
+
+
+def by_id(path: Path) -> dict:
+    """The records of a results file by task id."""
+    return {r["task_id"]: r for r in read_results(path)}
+
+
+class NoGeneration:
+    """A backend factory that fails the test if anything tries to build a backend (i.e. to generate)."""
+
+    def __call__(self):
+        raise AssertionError("generation started although the input is invalid")

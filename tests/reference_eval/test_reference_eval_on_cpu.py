@@ -8,37 +8,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from reference_eval_fixtures import N_ROWS, make_rows, write_rows
+from reference_eval_fixtures import N_ROWS, N, NoGeneration, by_id, make_rows, run, settings, write_rows
 
-from reference_eval import DataError, ResultsError, Settings, collect, compute_stats, merge, read_results
+from reference_eval import DataError, ResultsError, compute_stats, merge, read_results
 from reference_eval.cli import main
-from reference_eval.scoring import resolve_scorer
-
-N = 4
-SCORER = resolve_scorer("auto")
-
-
-def settings(**overrides) -> Settings:
-    base = dict(model="tiny", n=N, temperature=1.0, top_p=1.0, top_k=-1, max_tokens=3, seed=0, scorer=SCORER.name)
-    base.update(overrides)
-    return Settings(**base)
-
-
-def run(data: Path, out: Path, backend, **kwargs):
-    kwargs.setdefault("batch_size", 8)
-    kwargs.setdefault("progress", False)
-    return collect(data, out, backend, kwargs.pop("settings", settings()), SCORER, **kwargs)
-
-
-def by_id(path: Path) -> dict:
-    return {r["task_id"]: r for r in read_results(path)}
-
-
-class NoGeneration:
-    """A backend factory that fails the test if anything tries to build a backend (i.e. to generate)."""
-
-    def __call__(self):
-        raise AssertionError("generation started although the input is invalid")
 
 
 class FailAfter:

@@ -1,0 +1,243 @@
+"""The BOTS family: Beta posteriors, an implicit-evidence plug-in and a selection rule; ``bots``, ``mopps``,
+``implicit_only``.
+
+One step, as :meth:`BetaPosteriorSelector._update` runs it (paper Sec. 3; plainly in
+:mod:`bots_verl.core.paper_rules`): the plug-in predicts ``p_tilde`` over the pool from the batch's observed rates
+(:mod:`~bots_verl.core.evidence`), the posterior applies Eq. 1 (:mod:`~bots_verl.core.posterior`), and the next
+:meth:`~bots_verl.core.selector_base.Selector.select` runs the selection rule (:mod:`~bots_verl.core.selection_rules`).
+Both the plug-in and the posterior compute their next state without changing anything; both are committed together
+once the whole step is known to be valid.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from bots_verl.core.evidence import ImplicitEvidence
+from bots_verl.core.metrics import pearson, roc_auc
+from bots_verl.core.posterior import BetaPosterior
+from bots_verl.core.registry import EVIDENCE, SELECTION_RULES, SELECTORS, Registry, defaults_of
+from bots_verl.core.selection_rules import SelectionRule
+from bots_verl.core.selector_base import Selector, moved_to_simulator
+from bots_verl.core.validation import (
+    MAX_ATTEMPTS,
+    check_real_array,
+    check_scalars,
+    check_unit_interval,
+    require_keys,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["BOTSSelector", "BetaPosteriorSelector", "ImplicitOnlySelector", "MoPPSSelector"]
+
+
+class BetaPosteriorSelector(Selector):
+    """The BOTS family: Beta posteriors, an implicit-evidence plug-in and a selection rule.
+
+    Hyperparameters (paper defaults; see :mod:`bots_verl.core.posterior` for the update rule):
+        lam: forgetting rate toward the prior, in [0, 1] (paper: 0.1; old counts are multiplied by ``1 - lam``).
+        rho: weight of implicit evidence for tasks not trained this step, in [0, 1] (paper: 0.1).
+        target: target success probability ``p*`` (paper: 0.5).
+        evidence: implicit-evidence plug-in name (``interpolation``, ``none``, or any registered one).
+        implicit_scale: pseudo-count scale ``m``; None uses the mean attempts per task of the current update
+            (16 in the paper).
+        selection: selection rule name (``thompson``, the paper's; ``greedy``; ``softmax``; any registered one).
+        alpha0, beta0: the prior's pseudo-counts (paper: 1, 1).
+        plus the evidence plug-in's own hyperparameters (``interpolation``: ``gamma`` = 0.9, ``degenerate_tol``) and
+        the selection rule's (``softmax``: ``tau`` = 0.1). ``python -m bots_verl.core --list`` prints them all.
+
+    Logged per update (:meth:`stats`), over the updated batch: ``estimator/pearson`` and ``estimator/auc`` of the
+    plug-in's prediction *before* this update (what the previous step assumed for these tasks) against the observed
+    rates (AUC for the label ``rate >= 0.5``; paper Sec. 4.5 / Fig. 5 report Pearson ~0.5), and
+    ``selection/sampled_p_mean``, ``selection/observed_p_mean``, ``selection/sampled_p_bias`` over the tasks of the
+    last :meth:`select` in this update (the rule's sampled ``p`` against the observed rate; paper Fig. 3).
+    """
+
+    DEFAULTS: ClassVar[dict[str, Any]] = {
+        "lam": 0.1,
+        "rho": 0.1,
+        "target": 0.5,
+        "evidence": "interpolation",
+        "implicit_scale": None,
+        "selection": "thompson",
+        "alpha0": 1.0,
+        "beta0": 1.0,
+    }
+    RETIRED: ClassVar[dict[str, str]] = moved_to_simulator(("prior", "prior_strength", "prior_column"), "bots_ablation")
+    # where the ``selection`` hyperparameter is looked up (the simulator's ablation adds a rule of its own)
+    RULES: ClassVar[Registry[SelectionRule]] = SELECTION_RULES
+
+    @classmethod
+    def bytes_per_task(cls, reference_columns: int, hparams: Mapping[str, Any] | None = None) -> int:
+        """Counter, references, posterior and plug-in, plus the larger of what select and update allocate."""
+        evidence = EVIDENCE.get((hparams or {}).get("evidence", cls.DEFAULTS["evidence"]), ImplicitEvidence)
+        held, working = evidence.bytes_per_task(reference_columns)
+        # select: Thompson draws, their scores, argpartition's indices; update: the plug-in's prediction and state,
+        # then the new alpha and beta and the implicit pseudo-counts
+        transient = max(24, working + BetaPosterior.WORKING_BYTES_PER_TASK)
+        return super().bytes_per_task(reference_columns, hparams) + BetaPosterior.HELD_BYTES_PER_TASK + held + transient
+
+    def _param_groups(self, given: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        evidence = EVIDENCE.lookup(given.get("evidence", self.DEFAULTS["evidence"]))
+        rule = self.RULES.lookup(given.get("selection", self.DEFAULTS["selection"]))
+        return [
+            *super()._param_groups(given),
+            (f"evidence:{evidence.name}", evidence.DEFAULTS),
+            ("selection rule", {k: v for k, v in defaults_of(rule).items() if k != "target"}),
+        ]
+
+    def __init__(self, num_tasks: int, *, reference_pass_rates: Any = None, seed: int = 0, **hparams: Any) -> None:
+        super().__init__(num_tasks, reference_pass_rates=reference_pass_rates, seed=seed, **hparams)
+        hp = self.hparams
+        self.lam = check_unit_interval("lam", hp["lam"])
+        self.rho = check_unit_interval("rho", hp["rho"])
+        self.target = check_unit_interval("target", hp["target"])
+        self._rule = self.RULES.lookup(hp["selection"])
+        self._rule_params = {k: self.target if k == "target" else hp[k] for k in defaults_of(self._rule)}
+        # A dry run on a one-task pool checks the rule's parameters now rather than at the first select.
+        self._rule(np.ones(1), np.ones(1), 1, np.random.default_rng(0), **self._rule_params)
+        m = hp["implicit_scale"]
+        if m is not None and not (np.isfinite(float(m)) and 0 < float(m) <= MAX_ATTEMPTS):
+            raise ValueError(f"implicit_scale must be positive (at most {MAX_ATTEMPTS:g}) or None, got {m!r}")
+        self.implicit_scale = None if m is None else float(m)
+        evidence_cls: type[ImplicitEvidence] = EVIDENCE.lookup(hp["evidence"])
+        self.evidence = evidence_cls(self.num_tasks, self.reference, **{k: hp[k] for k in evidence_cls.DEFAULTS})
+        self.posterior = BetaPosterior(self.num_tasks, *self._prior())
+        # The tasks of the last select() and the p the rule scored them by; the last update's diagnostics.
+        self.last_selection: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0))
+        self.last_update_stats: dict[str, float] = {}
+
+    def _prior(self) -> tuple[float | np.ndarray, float | np.ndarray]:
+        """``(alpha0, beta0)``: shared scalars here; a subclass may return per-task arrays."""
+        return float(self.hparams["alpha0"]), float(self.hparams["beta0"])
+
+    @property
+    def alpha(self) -> np.ndarray:
+        """Posterior pseudo-successes per task (read-only view)."""
+        view = self.posterior.alpha.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def beta(self) -> np.ndarray:
+        """Posterior pseudo-failures per task (read-only view)."""
+        view = self.posterior.beta.view()
+        view.flags.writeable = False
+        return view
+
+    def _select(self, batch_size: int) -> np.ndarray:
+        picked, p = self._rule(self.posterior.alpha, self.posterior.beta, batch_size, self.rng, **self._rule_params)
+        self.last_selection = (picked, p)
+        return picked
+
+    def _update(self, indices: np.ndarray, successes: np.ndarray, attempts: np.ndarray) -> None:
+        rates = successes / attempts
+        predicted_before = self.evidence.predict(indices)
+        p_tilde, evidence_state = self.evidence.propose(indices, rates, attempts)
+        m = self.implicit_scale if self.implicit_scale is not None else float(attempts.mean())
+        alpha, beta = self.posterior.updated(
+            indices, successes, attempts - successes, p_tilde, lam=self.lam, rho=self.rho, m=m
+        )
+        update_stats = self._diagnostics(indices, rates, predicted_before)
+        if p_tilde is not None:
+            update_stats["implicit/batch_mae"] = float(np.abs(p_tilde[indices] - rates).mean())
+        # Commit: nothing above changed the selector, so a rejected step (ValueError) leaves it as it was.
+        self.evidence.commit(evidence_state)
+        self.posterior.alpha, self.posterior.beta = alpha, beta
+        self.last_update_stats = update_stats
+
+    def _diagnostics(self, indices: np.ndarray, rates: np.ndarray, predicted: np.ndarray | None) -> dict[str, float]:
+        """O(batch) diagnostics of the estimator and of the selection (see the class docstring)."""
+        nan = float("nan")
+        out = {
+            "estimator/pearson": nan if predicted is None else pearson(predicted, rates),
+            "estimator/auc": nan if predicted is None else roc_auc(predicted, rates >= 0.5),
+        }
+        picked, sampled = self.last_selection
+        _, in_pick, in_batch = np.intersect1d(picked, indices, assume_unique=True, return_indices=True)
+        sampled_mean = float(sampled[in_pick].mean()) if in_pick.size else nan
+        observed_mean = float(rates[in_batch].mean()) if in_batch.size else nan
+        out["selection/sampled_p_mean"] = sampled_mean
+        out["selection/observed_p_mean"] = observed_mean
+        out["selection/sampled_p_bias"] = sampled_mean - observed_mean
+        return out
+
+    def stats(self) -> dict[str, float]:
+        mean = self.posterior.mean()
+        ess = self.posterior.ess()
+        out = {
+            **super().stats(),
+            "posterior/mean_avg": float(mean.mean()),
+            "posterior/mean_std": float(mean.std()),
+            "posterior/near_target_frac": float(np.mean(np.abs(mean - self.target) < 0.25)),
+            "posterior/ess_avg": float(ess.mean()),
+            "posterior/ess_min": float(ess.min()),
+            "posterior/ess_max": float(ess.max()),
+            **self.last_update_stats,
+        }
+        out.update({f"implicit/{k}": v for k, v in self.evidence.stats().items()})
+        return out
+
+    def _state(self) -> dict[str, Any]:
+        picked, sampled = self.last_selection
+        return {
+            "posterior": self.posterior.state_dict(),
+            "evidence": self.evidence.state_dict(),
+            "last_selection": {"indices": picked.copy(), "p": sampled.copy()},
+            "last_update_stats": dict(self.last_update_stats),
+        }
+
+    def _check_state(self, extra: Mapping[str, Any]) -> None:
+        require_keys(extra, ("posterior", "evidence"), "checkpoint extra")
+        BetaPosterior.check_state(extra["posterior"], self.num_tasks)
+        require_keys(extra["evidence"], (), "checkpoint evidence")
+        self.evidence.check_state(extra["evidence"])
+        self._checked_diagnostics(extra)
+
+    def _checked_diagnostics(self, extra: Mapping[str, Any]) -> tuple[tuple[np.ndarray, np.ndarray], dict[str, float]]:
+        # Version-1 checkpoints have no last selection, and their update stats are called last_implicit_stats.
+        stats = check_scalars(
+            "checkpoint last_update_stats", extra.get("last_update_stats", extra.get("last_implicit_stats", {}))
+        )
+        selection = extra.get("last_selection", {"indices": np.empty(0, np.int64), "p": np.empty(0)})
+        require_keys(selection, ("indices", "p"), "checkpoint last_selection")
+        size = int(np.size(selection["indices"]))
+        picked = check_real_array("checkpoint last_selection indices", selection["indices"], (size,), integer=True)
+        if size and picked.max() >= self.num_tasks:
+            raise ValueError(f"checkpoint last_selection has indices outside the pool of {self.num_tasks}")
+        sampled = check_real_array("checkpoint last_selection p", selection["p"], (size,))
+        return (picked, sampled), stats
+
+    def _load_state(self, extra: Mapping[str, Any]) -> None:
+        self.last_selection, self.last_update_stats = self._checked_diagnostics(extra)
+        self.posterior.load_state_dict(extra["posterior"])
+        self.evidence.load_state_dict(extra["evidence"])
+
+
+@SELECTORS.register("bots")
+class BOTSSelector(BetaPosteriorSelector):
+    """BOTS with the paper's defaults: lam = rho = 0.1, p* = 0.5, interpolation evidence, Thompson sampling."""
+
+
+@SELECTORS.register("mopps")
+class MoPPSSelector(BetaPosteriorSelector):
+    """MoPPS as BOTS' special case: explicit evidence only (rho = 0, no plug-in), Thompson sampling.
+
+    MoPPS' own decay multiplies the old counts; here ``lam`` is the forgetting rate (decay = 1 - lam).
+    """
+
+    FIXED: ClassVar[dict[str, Any]] = {"rho": 0.0, "evidence": "none"}
+    DEFAULTS: ClassVar[dict[str, Any]] = {**BetaPosteriorSelector.DEFAULTS, **FIXED}
+
+
+@SELECTORS.register("implicit_only")
+class ImplicitOnlySelector(BetaPosteriorSelector):
+    """The paper's DOTS-like ablation: rho = 1, unselected tasks are driven by implicit evidence alone."""
+
+    FIXED: ClassVar[dict[str, Any]] = {"rho": 1.0}
+    DEFAULTS: ClassVar[dict[str, Any]] = {**BetaPosteriorSelector.DEFAULTS, **FIXED}

@@ -1,0 +1,259 @@
+"""The selector contract every trainer codes against: ``select``, ``update``, ``stats``, ``state_dict``.
+
+:class:`Selector` owns what all selectors share: boundary validation (:mod:`bots_verl.core.validation`) before any
+state changes, so a rejected call leaves the selector exactly as it was; its own RNG; counters; the memory check of
+the pool size (:mod:`bots_verl.core.memory`); and checkpoints that carry the whole state, RNG included, and are
+checked whole before anything is loaded. Subclasses fill in ``_select`` / ``_update`` and their part of the state.
+
+Adding a selector is one small class::
+
+    @SELECTORS.register("my_selector")
+    class MySelector(Selector):
+        DEFAULTS = {"my_param": 1}
+
+        def _select(self, batch_size):
+            ...  # unique int64 indices
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from bots_verl.core.memory import check_pool_fits
+from bots_verl.core.metrics import effective_task_ratio
+from bots_verl.core.registry import SELECTORS
+from bots_verl.core.validation import (
+    check_batch_size,
+    check_count,
+    check_indices,
+    check_outcomes,
+    check_real_array,
+    check_reference,
+    check_scalars,
+    require_keys,
+    split_known_params,
+)
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["SELECTORS", "STATE_VERSION", "Selector", "register_selector"]
+
+# 2: Beta selectors also carry their last selection and update diagnostics. Version-1 checkpoints still load.
+STATE_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
+_STATE_KEYS = (
+    "version",
+    "selector",
+    "num_tasks",
+    "seed",
+    "hparams",
+    "rng",
+    "steps",
+    "selections",
+    "times_selected",
+    "last_batch_stats",
+    "extra",
+)
+_INT32_MAX = int(np.iinfo(np.int32).max)
+
+
+def moved_to_simulator(keys: tuple[str, ...], selector: str) -> dict[str, str]:
+    """``RETIRED`` entries for hyperparameters measured, not adopted, and kept by the simulator's ablation."""
+    message = (
+        "it was measured and not adopted (bots_verl/sim/bots_plus_results.md); the simulator's ablation keeps it as "
+        f"selector {selector!r} (bots_verl/sim/ablation_selectors.py)"
+    )
+    return dict.fromkeys(keys, message)
+
+
+def register_selector(name: str) -> Callable[[type[Selector]], type[Selector]]:
+    """Class decorator that registers a :class:`Selector` subclass under ``name`` (same as ``SELECTORS.register``)."""
+    return SELECTORS.register(name)
+
+
+class Selector:
+    """Base class: input validation, RNG, counters and checkpoint plumbing shared by every selector.
+
+    Args:
+        num_tasks: pool size N; tasks are ``0 .. N-1``.
+        reference_pass_rates: optional ``(N,)`` or ``(N, K)`` reference pass rates, columns ordered weak -> strong.
+        seed: seed of the selector's own ``numpy`` generator (PCG64).
+        **hparams: hyperparameters; names and defaults in ``DEFAULTS`` (plus ``reference_nan``: ``"impute"`` or
+            ``"error"``, the policy for missing reference values).
+
+    Raises:
+        ValueError: for an invalid pool size, reference array or hyperparameter, a value that contradicts a preset's
+            defining setting (``FIXED``), or a pool too large for the available memory.
+    """
+
+    name: ClassVar[str] = ""
+    DEFAULTS: ClassVar[dict[str, Any]] = {}
+    # Settings that define a preset (e.g. rho = 0 for mopps): passing another value is an error, not a silent variant.
+    FIXED: ClassVar[dict[str, Any]] = {}
+    # Hyperparameters that were removed, with the message that says where they went.
+    RETIRED: ClassVar[dict[str, str]] = {}
+    needs_reference: ClassVar[bool] = False
+    _BASE_DEFAULTS: ClassVar[dict[str, Any]] = {"reference_nan": "impute"}
+
+    def __init__(self, num_tasks: int, *, reference_pass_rates: Any = None, seed: int = 0, **hparams: Any) -> None:
+        if isinstance(num_tasks, bool) or not isinstance(num_tasks, int | np.integer) or num_tasks < 1:
+            raise ValueError(f"num_tasks must be a positive integer, got {num_tasks!r}")
+        self.num_tasks = int(num_tasks)
+        self._refuse(hparams)
+        columns = 0 if reference_pass_rates is None else (np.shape(reference_pass_rates)[1:] or (1,))[0]
+        check_pool_fits(self.name, self.num_tasks, self.bytes_per_task(columns, hparams))
+        self.seed = int(seed)
+        base, own, *extra = split_known_params(hparams, self._param_groups(hparams))
+        self.hparams = {**own, **{k: v for group in extra for k, v in group.items()}}
+        self.reference: np.ndarray | None = None
+        if reference_pass_rates is not None:
+            self.reference = check_reference(reference_pass_rates, self.num_tasks, nan_policy=base["reference_nan"])
+        elif self.needs_reference:
+            raise ValueError(f"selector {self.name!r} needs reference_pass_rates")
+        self.rng = np.random.Generator(np.random.PCG64(self.seed))
+        self.steps = 0
+        self.selections = 0
+        self.times_selected = np.zeros(self.num_tasks, dtype=np.int32)
+        self.last_batch_stats: dict[str, float] = {}
+
+    @classmethod
+    def bytes_per_task(cls, reference_columns: int, hparams: Mapping[str, Any] | None = None) -> int:
+        """Peak bytes per pool task (see :mod:`bots_verl.core.memory`): the selection counter and the references.
+
+        Args:
+            reference_columns: columns of the reference pass rates (0 without).
+            hparams: the hyperparameters the selector is built with (they may choose what it allocates).
+        """
+        return 4 + 8 * reference_columns
+
+    def _refuse(self, hparams: Mapping[str, Any]) -> None:
+        for key, message in self.RETIRED.items():
+            if key in hparams:
+                raise ValueError(f"hyperparameter {key!r} of selector {self.name!r} was removed: {message}")
+        for key, value in self.FIXED.items():
+            if key in hparams and hparams[key] != value:
+                raise ValueError(
+                    f"selector {self.name!r} is defined by {key}={value!r}; it refuses {key}={hparams[key]!r} "
+                    f"(for that variant use selector 'bots' with {key}={hparams[key]!r})"
+                )
+
+    def _param_groups(self, given: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        return [("base", self._BASE_DEFAULTS), (self.name, self.DEFAULTS)]
+
+    # ----------------------------------------------------------------------------------------------- public API
+    def select(self, batch_size: int) -> np.ndarray:
+        """Return ``batch_size`` unique task indices (int64) for the next training step.
+
+        Raises:
+            ValueError: if ``batch_size`` is not a positive integer or exceeds the pool.
+        """
+        batch_size = check_batch_size(batch_size, self.num_tasks)
+        indices = self._select(batch_size)
+        self.times_selected[indices] += 1
+        self.selections += 1
+        return indices
+
+    def update(self, indices: Any, successes: Any, attempts: Any) -> None:
+        """Feed one training step's outcomes: per task, ``successes`` out of ``attempts`` rollouts.
+
+        Successes may be fractional (rewards in [0, 1] summed over the rollouts). One call is one step: the
+        forgetting toward the prior is applied once per call. The update is all-or-nothing.
+
+        Raises:
+            ValueError: on indices out of range or repeated, arrays of different lengths, successes that are not real
+                numbers, negative, above attempts, NaN or infinite, attempts that are not positive or absurdly large,
+                or counts that would overflow the posterior. The state is then unchanged.
+        """
+        idx = check_indices(indices, self.num_tasks)
+        s, n = check_outcomes(successes, attempts, idx.size)
+        self._update(idx, s, n)
+        self.steps += 1
+        self.last_batch_stats = {
+            "batch/effective_task_ratio": effective_task_ratio(s, n),
+            "batch/success_rate": float(s.sum() / n.sum()),
+        }
+
+    def stats(self) -> dict[str, float]:
+        """Scalar summaries for logging (no prefix; the caller namespaces them, e.g. ``bots/``)."""
+        return {
+            "steps": float(self.steps),
+            "tasks_ever_selected": float(np.count_nonzero(self.times_selected)),
+            **self.last_batch_stats,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly where this selector is, RNG included (copies, numpy arrays)."""
+        return {
+            "version": STATE_VERSION,
+            "selector": self.name,
+            "num_tasks": self.num_tasks,
+            "seed": self.seed,
+            "hparams": dict(self.hparams),
+            "rng": self.rng.bit_generator.state,
+            "steps": self.steps,
+            "selections": self.selections,
+            "times_selected": self.times_selected.copy(),
+            "last_batch_stats": dict(self.last_batch_stats),
+            "extra": self._state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict`; every field is checked before any is assigned.
+
+        Raises:
+            ValueError: if the checkpoint belongs to another selector or pool size, lacks a key, or holds a value of
+                the wrong type, shape or range (negative or huge counters, a NaN or negative prior, ...).
+        """
+        require_keys(state, _STATE_KEYS, "selector checkpoint")
+        version = state["version"]
+        if isinstance(version, bool) or version not in _READABLE_VERSIONS:
+            raise ValueError(f"unsupported selector state version {version!r}; readable: {_READABLE_VERSIONS}")
+        if state["selector"] != self.name:
+            raise ValueError(f"checkpoint is for selector {state['selector']!r}, not {self.name!r}")
+        if state["num_tasks"] != self.num_tasks:
+            raise ValueError(f"checkpoint has {state['num_tasks']} tasks, this pool has {self.num_tasks}")
+        rng = np.random.Generator(np.random.PCG64())
+        try:
+            rng.bit_generator.state = state["rng"]
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
+            raise ValueError(f"checkpoint rng is not a PCG64 state: {exc!r}") from exc
+        steps = check_count("checkpoint steps", state["steps"])
+        selections = check_count("checkpoint selections", state["selections"])
+        times = check_real_array("checkpoint times_selected", state["times_selected"], (self.num_tasks,), integer=True)
+        if times.size and times.max() > _INT32_MAX:
+            raise ValueError(f"checkpoint times_selected exceeds {_INT32_MAX}")
+        if not isinstance(state["hparams"], Mapping):
+            raise ValueError(f"checkpoint hparams must be a dict, got {type(state['hparams']).__name__}")
+        last_batch_stats = check_scalars("checkpoint last_batch_stats", state["last_batch_stats"])
+        extra = state["extra"]
+        require_keys(extra, (), "checkpoint extra")
+        self._check_state(extra)
+        changed = {k: (v, self.hparams.get(k)) for k, v in state["hparams"].items() if self.hparams.get(k) != v}
+        if changed:
+            logger.warning("resuming with changed hyperparameters {name: (checkpoint, now)}: %s", changed)
+        self.rng = rng
+        self.steps = steps
+        self.selections = selections
+        self.times_selected = times.astype(np.int32)
+        self.last_batch_stats = last_batch_stats
+        self._load_state(extra)
+
+    # ------------------------------------------------------------------------------------------ subclass hooks
+    def _select(self, batch_size: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def _update(self, indices: np.ndarray, successes: np.ndarray, attempts: np.ndarray) -> None:
+        """Selectors without a posterior ignore outcomes (they are still validated)."""
+
+    def _state(self) -> dict[str, Any]:
+        return {}
+
+    def _check_state(self, extra: Mapping[str, Any]) -> None:
+        """Raise ``ValueError`` if ``extra`` cannot be loaded (called before any state changes)."""
+
+    def _load_state(self, extra: Mapping[str, Any]) -> None:
+        """Restore ``extra`` (already checked by :meth:`_check_state`)."""

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Main table, GURU code, Qwen2.5-7B-Instruct: Offline (easy->hard), a static curriculum by reference pass rate.
+# The settings and their sources are in recipes/common.sh (bots_method_args for the method's own).
+# Usage: [DRY_RUN=1] [DATA_DIR=...] [MODEL_PATH=...] [NNODES=... GPUS_PER_NODE=...] run_code_qwen2.5_7b_offline_easy2hard.sh [hydra overrides...]
+set -euo pipefail
+DOMAIN=code
+MODEL_PATH=${MODEL_PATH:-Qwen/Qwen2.5-7B-Instruct}
+METHOD=offline_easy2hard
+# shellcheck source=recipes/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+bots_launch "$@"

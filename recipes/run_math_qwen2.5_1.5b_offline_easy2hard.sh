@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Main table, GURU math, Qwen2.5-1.5B-Instruct: Offline (easy->hard), a static curriculum by reference pass rate.
+# The settings and their sources are in recipes/common.sh (bots_method_args for the method's own).
+# Usage: [DRY_RUN=1] [DATA_DIR=...] [MODEL_PATH=...] [NNODES=... GPUS_PER_NODE=...] run_math_qwen2.5_1.5b_offline_easy2hard.sh [hydra overrides...]
+set -euo pipefail
+DOMAIN=math
+MODEL_PATH=${MODEL_PATH:-Qwen/Qwen2.5-1.5B-Instruct}
+METHOD=offline_easy2hard
+# shellcheck source=recipes/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+bots_launch "$@"

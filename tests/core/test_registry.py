@@ -1,0 +1,123 @@
+"""One registry for selectors, evidence plug-ins and selection rules; the command that lists it; presets; renames."""
+
+import importlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bots_verl.core import EVIDENCE, SELECTION_RULES, SELECTORS, Registry, build_selector, register_selector
+from bots_verl.core.registry import defaults_of
+from bots_verl.core.selection_rules import top_k
+from bots_verl.core.selector_base import Selector
+
+N = 30
+REF = np.column_stack([np.linspace(0, 0.5, N), np.linspace(0.4, 1, N)])
+
+
+def test_one_registry_class_for_everything():
+    assert all(isinstance(r, Registry) for r in (SELECTORS, EVIDENCE, SELECTION_RULES))
+    reg = Registry("widget")
+
+    @reg.register("a")
+    class A:
+        pass
+
+    assert reg["a"] is A and A.name == "a"
+    with pytest.raises(ValueError, match="widget 'a' is already registered"):
+        reg.register("a")(A)
+    with pytest.raises(ValueError, match=r"unknown widget 'b'; registered: \['a'\]"):
+        reg.lookup("b")
+    with pytest.raises(ValueError, match="unknown selector"):
+        build_selector("botz", N)
+
+
+def test_register_selector_still_works():
+    @register_selector("_test_first_k")
+    class FirstK(Selector):
+        """The first k tasks."""
+
+        def _select(self, batch_size):
+            return np.arange(batch_size, dtype=np.int64)
+
+    try:
+        assert FirstK.name == "_test_first_k"
+        assert build_selector("_test_first_k", N).select(3).tolist() == [0, 1, 2]
+    finally:
+        del SELECTORS["_test_first_k"]
+
+
+def test_selection_rule_parameters_are_keyword_arguments(monkeypatch):
+    def lowest_mean(alpha, beta, k, rng, *, target=0.5, offset=0.0):
+        mean = alpha / (alpha + beta) + offset
+        picked = top_k(-mean, k)
+        return picked, mean[picked]
+
+    monkeypatch.setitem(SELECTION_RULES, "lowest_mean", lowest_mean)
+    assert defaults_of(lowest_mean) == {"target": 0.5, "offset": 0.0}
+    sel = build_selector("mopps", N, selection="lowest_mean", offset=0.25)
+    assert sel.hparams["offset"] == 0.25
+    sel.update([4], [0.0], [16.0])
+    assert sel.select(1).tolist() == [4]
+    # a rule's parameter belongs to that rule only
+    with pytest.raises(ValueError, match="unknown hyperparameter 'offset'"):
+        build_selector("mopps", N, offset=0.25)
+    with pytest.raises(ValueError, match="unknown hyperparameter 'tau'"):
+        build_selector("mopps", N, tau=0.1)
+    assert build_selector("mopps", N, selection="softmax", tau=0.05).hparams["tau"] == 0.05
+    with pytest.raises(ValueError, match="tau > 0"):
+        build_selector("mopps", N, selection="softmax", tau=0.0)
+
+
+def test_list_command_prints_every_registered_name():
+    out = subprocess.run(
+        [sys.executable, "-m", "bots_verl.core", "--list"], capture_output=True, text=True, check=True
+    ).stdout
+    for registry in (SELECTORS, EVIDENCE, SELECTION_RULES):
+        for name in registry:
+            assert f"\n  {name} " in out, name
+    assert "rho=0.0 (fixed)" in out and "tau=0.1" in out and "gamma=0.9" in out
+    names = subprocess.run(
+        [sys.executable, "-m", "bots_verl.core", "--names", "selectors"], capture_output=True, text=True, check=True
+    ).stdout
+    assert names.split() == sorted(SELECTORS)
+
+
+@pytest.mark.parametrize(
+    ("name", "hparams", "conflict"),
+    [
+        ("implicit_only", {"rho": 0.1}, "rho"),
+        ("mopps", {"rho": 0.2}, "rho"),
+        ("mopps", {"evidence": "interpolation"}, "evidence"),
+        ("bots_plus", {"evidence": "interpolation"}, "evidence"),
+    ],
+)
+def test_presets_refuse_overrides_of_what_defines_them(name, hparams, conflict):
+    with pytest.raises(ValueError, match=rf"selector '{name}' is defined by {conflict}=.*refuses {conflict}="):
+        build_selector(name, N, reference_pass_rates=REF, **hparams)
+
+
+def test_presets_accept_their_own_values_and_bots_accepts_any():
+    assert build_selector("implicit_only", N, reference_pass_rates=REF, rho=1).rho == 1.0
+    assert build_selector("mopps", N, rho=0.0, evidence="none").rho == 0.0
+    assert build_selector("bots", N, reference_pass_rates=REF, rho=0.2, lam=0.05).rho == 0.2
+
+
+def test_retired_options_say_where_they_went():
+    with pytest.raises(ValueError, match="'prior' of selector 'bots' was removed: .*'bots_ablation'"):
+        build_selector("bots", N, reference_pass_rates=REF, prior="reference")
+
+
+@pytest.mark.parametrize(
+    ("module", "names"),
+    [
+        ("bots_verl.core.selection", ["SELECTION_RULES", "top_k"]),
+        ("bots_verl.core.selectors", ["SELECTORS", "BOTSSelector", "Selector", "register_selector", "STATE_VERSION"]),
+    ],
+)
+def test_old_module_names_still_import_with_a_deprecation_warning(module, names):
+    sys.modules.pop(module, None)
+    with pytest.warns(DeprecationWarning, match=module.replace(".", r"\.")):
+        mod = importlib.import_module(module)
+    assert all(hasattr(mod, n) for n in names)
