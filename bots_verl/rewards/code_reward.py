@@ -48,6 +48,7 @@ from bots_verl.rewards.sandbox import (
     SandboxUnavailableError,
     check_isolation,
     concurrency_slot,
+    concurrency_slot_check,
     launch,
     resolve_isolation,
 )
@@ -495,6 +496,8 @@ def compute_score(
     plan = _plan(parse_tests(ground_truth))  # data errors raise here, before the model output is looked at
     total = plan.total
     isolation = None if sandbox_fusion_url else resolve_isolation(isolation)
+    if isolation is not None:
+        concurrency_slot_check()
 
     def result(passed: int, status: str) -> dict[str, Any]:
         ok = status == "ok" and passed == total

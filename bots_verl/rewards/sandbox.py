@@ -62,6 +62,7 @@ __all__ = [
     "SandboxUnavailableError",
     "check_isolation",
     "concurrency_slot",
+    "concurrency_slot_check",
     "kill_session",
     "launch",
     "resolve_isolation",
@@ -139,22 +140,41 @@ _SEMAPHORE: threading.BoundedSemaphore | None = None
 _SEMAPHORE_LOCK = threading.Lock()
 
 
+def _semaphore() -> threading.BoundedSemaphore:
+    """The process-wide semaphore of :func:`concurrency_slot`, made on first use.
+
+    Raises:
+        ValueError: ``$BOTS_CODE_MAX_CONCURRENT`` out of range.
+    """
+    global _SEMAPHORE
+    with _SEMAPHORE_LOCK:
+        if _SEMAPHORE is None:
+            slots = int(os.environ.get(ENV_MAX_CONCURRENT) or min(2 * (os.cpu_count() or 1), _UID_SLOTS // 4))
+            # A functional answer holds two sandboxes; each live sandbox of a root-run scorer needs a uid slot.
+            if not 1 <= slots <= _UID_SLOTS // 2:
+                raise ValueError(f"{ENV_MAX_CONCURRENT} must be between 1 and {_UID_SLOTS // 2}, got {slots}")
+            _SEMAPHORE = threading.BoundedSemaphore(slots)
+        return _SEMAPHORE
+
+
+def concurrency_slot_check() -> None:
+    """Validate ``$BOTS_CODE_MAX_CONCURRENT`` (raises ``ValueError``) before any model output is looked at."""
+    _semaphore()
+
+
 @contextlib.contextmanager
 def concurrency_slot() -> Iterator[None]:
-    """Hold one of ``$BOTS_CODE_MAX_CONCURRENT`` (default: twice the CPU count) slots for running code in this process.
+    """Hold one of ``$BOTS_CODE_MAX_CONCURRENT`` (default: twice the CPU count, at most 64) slots for running code.
 
     verl calls the reward from a thread pool of up to 32 threads per reward worker; without a cap, 32 programs at
     1 GiB each would run at once, and wall-clock limits would fail honest programs starved of CPU. A sandbox spends
     part of its life waiting on the kernel (namespaces, fork, pipes), so two per CPU keep the CPUs busy. Waiting for
     a slot does not count against an answer's time limit.
+
+    Raises:
+        ValueError: ``$BOTS_CODE_MAX_CONCURRENT`` out of range.
     """
-    global _SEMAPHORE
-    with _SEMAPHORE_LOCK:
-        if _SEMAPHORE is None:
-            slots = int(os.environ.get(ENV_MAX_CONCURRENT) or 2 * (os.cpu_count() or 1))
-            _SEMAPHORE = threading.BoundedSemaphore(max(1, slots))
-        semaphore = _SEMAPHORE
-    with semaphore:
+    with _semaphore():
         yield
 
 

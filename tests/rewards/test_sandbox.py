@@ -105,6 +105,14 @@ def test_unknown_isolation_is_a_value_error() -> None:
         compute_score("codegen__x", _code("print(5)"), STDIN, isolation="docker")
 
 
+@pytest.mark.parametrize("value", ["0", "1000"])
+def test_concurrency_setting_is_checked(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox, "_SEMAPHORE", None)
+    monkeypatch.setenv("BOTS_CODE_MAX_CONCURRENT", value)
+    with pytest.raises(ValueError, match="BOTS_CODE_MAX_CONCURRENT"):
+        compute_score("codegen__x", _code("print(5)"), STDIN)
+
+
 UNPRIVILEGED_RUN = """
 import json, sys
 sys.path.insert(0, {repo!r})
