@@ -154,20 +154,24 @@ def encode_value(value: object, max_nodes: int = 5_000_000) -> dict:
     return {"r": root, "n": nodes}
 
 
-def decode_value(blob: object, classes: dict | None = None) -> object:
+def decode_value(blob: object, classes: dict | None = None, max_nodes: int | None = None) -> object:
     """Decode :func:`encode_value`'s output without running any of the sender's code.
 
     Args:
         blob: the ``{"r", "n"}`` dict.
         classes: class name -> class for ``"o"`` nodes; instances are made with ``object.__new__`` and their
             ``__dict__`` filled (``__init__`` is not called). An unknown class name is an error.
+        max_nodes: refuse values of more containers than this (bounds the decoding time).
 
     Raises:
-        CodecError: for anything malformed (unknown tags, bad references, unhashable keys, unknown classes).
+        CodecError: for anything malformed (unknown tags, bad references, unhashable keys, unknown classes) or too
+            large.
     """
     if type(blob) is not dict or "r" not in blob or type(blob.get("n")) is not list:
         raise CodecError("not an encoded value")
     nodes = blob["n"]
+    if max_nodes is not None and len(nodes) > max_nodes:
+        raise CodecError(f"more than {max_nodes} containers")
     count = len(nodes)
     built: list = [None] * count
     pending_immutables = []

@@ -65,6 +65,9 @@ DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MEMORY_MB = 1024
 # The judge runs trusted test code only; it needs no more processes than this.
 _JUDGE_NPROC = 8
+# A return value with more containers than this is not judged (wrong answer): decoding it here would take long.
+# Test results in GURU are far smaller (a 10^5-node linked list is 10^5 containers).
+_MAX_RESULT_NODES = 200_000
 
 
 @dataclass(frozen=True)
@@ -245,12 +248,13 @@ def _call_tests(code: str, prefix: str, plan: _Plan, limits: Limits, isolation: 
                 request["kwargs"] = encode_value(call.kwargs)
             idle = False
             box.channel.send(request, deadline)
-            reply = box.channel.recv(deadline, _frame_cap(limits))
+            # Return values are decoded in this (the caller's) thread: their size bounds the time that takes.
+            reply = box.channel.recv(deadline, limits.max_output_bytes)
             idle = True
             if not isinstance(reply, dict) or reply.get("ok") is not True:
                 return failed("error")
             try:
-                got = decode_value(reply.get("value"))
+                got = decode_value(reply.get("value"), max_nodes=_MAX_RESULT_NODES)
             except CodecError:
                 return failed("wrong_answer")
             if not _call_matches(got, call, plan.unwrap):

@@ -439,7 +439,7 @@ def test_signals_reach_nothing_outside(body: str) -> None:
 # ------------------------------------------------------------------------------------------------- what the judge gets
 JUDGE_ATTACKS = {
     "deeply nested list": "class Solution:\n    def twoSum(self, nums, target):\n        x = []\n"
-    "        for _ in range(200000):\n            x = [x]\n        return x",
+    "        for _ in range(300000):\n            x = [x]\n        return x",
     "cyclic list": "class Solution:\n    def twoSum(self, nums, target):\n        x = [0]\n        x.append(x)\n"
     "        return x",
     "huge int": "class Solution:\n    def twoSum(self, nums, target):\n        return 10 ** 200000",
@@ -451,6 +451,6 @@ JUDGE_ATTACKS = {
 @pytest.mark.parametrize("body", JUDGE_ATTACKS.values(), ids=JUDGE_ATTACKS.keys())
 def test_answers_that_attack_the_judge_score_zero(body: str, tests: str) -> None:
     start = time.monotonic()
-    result = _score(tests, body, timeout_s=5)
+    result = _score(tests, body, timeout_s=3)
     assert result["score"] == 0.0 and result["status"] != "ok"
     assert time.monotonic() - start < 30  # hang guard
