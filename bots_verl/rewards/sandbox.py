@@ -308,40 +308,37 @@ class Sandbox:
         uid: int | None,
         workdir: str | None,
     ) -> None:
-        self.proc, self.channel, self._info_fd, self._uid, self._workdir = proc, channel, info_fd, uid, workdir
+        self.proc, self.channel, self._uid, self._workdir = proc, channel, uid, workdir
+        # A pidfd on the namespace's PID 1, taken while it is certainly bubblewrap's child. bubblewrap's outer process
+        # may exit before PID 1 has finished tearing the namespace down (it learns the exit status through an
+        # eventfd), so close() waits on PID 1 itself: its exit completes only once every process in it is gone.
+        self._init_fd = self._open_init(info_fd) if info_fd is not None else None
 
-    def _namespace_init(self) -> int | None:
-        """The pid (in our namespace) of the sandbox's PID 1, from bubblewrap's ``--info-fd`` report."""
-        if self._info_fd is None:
-            return None
+    def _open_init(self, info_fd: int) -> int | None:
+        """pidfd of the sandbox's PID 1, from bubblewrap's ``--info-fd`` report (``None`` if bubblewrap failed)."""
         data = b""
-        deadline = time.monotonic() + 2.0
-        os.set_blocking(self._info_fd, False)
-        while time.monotonic() < deadline:
-            try:
-                chunk = os.read(self._info_fd, 4096)
-            except BlockingIOError:
-                if self.proc.poll() is not None and not data:
-                    break
-                time.sleep(0.002)
-                continue
-            if not chunk:
-                break
-            data += chunk
-            try:
-                return int(json.JSONDecoder().raw_decode(data.decode())[0]["child-pid"])
-            except (ValueError, KeyError, TypeError, IndexError):
-                continue
-        return None
-
-    def _is_our_init(self, pid: int) -> bool:
-        """Whether ``pid`` is still bubblewrap's child (checked after pidfd_open, so it cannot be recycled after)."""
+        try:
+            with os.fdopen(info_fd, "rb") as info:  # bubblewrap writes the report right after the clone, then closes
+                data = info.read(1 << 16)
+            pid = int(json.JSONDecoder().raw_decode(data.decode())[0]["child-pid"])
+            pidfd = os.pidfd_open(pid)
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            return None
         try:
             with open(f"/proc/{pid}/stat", "rb") as f:
                 stat = f.read()
-            return int(stat[stat.rindex(b")") + 2 :].split()[1]) == self.proc.pid
+            if int(stat[stat.rindex(b")") + 2 :].split()[1]) == self.proc.pid:  # its parent is our bubblewrap
+                return pidfd
         except (OSError, ValueError, IndexError):
-            return False
+            pass
+        os.close(pidfd)
+        return None
+
+    def _init_exited(self, timeout: float) -> bool:
+        assert self._init_fd is not None
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._init_fd, selectors.EVENT_READ)
+            return bool(selector.select(timeout))
 
     def close(self, graceful: bool = False) -> None:
         """End the sandbox and wait until every process in it is gone (idempotent; never raises).
@@ -357,36 +354,24 @@ class Sandbox:
                 self.proc.wait(timeout=_GRACE_S)
             except subprocess.TimeoutExpired:
                 pass
-        if self.proc.returncode is None:
-            init_pid = self._namespace_init()
-            killed = False
-            if init_pid is not None and self.proc.poll() is None:
-                # Killing PID 1 of the namespace makes the kernel kill all its processes; bubblewrap's monitor (our
-                # child) exits only after PID 1 has, which is after the namespace is empty.
+        if self._init_fd is not None:
+            if not (graceful and self._init_exited(_GRACE_S if self.proc.returncode is not None else 0)):
+                # Killing PID 1 makes the kernel kill every process of the namespace.
                 try:
-                    pidfd = os.pidfd_open(init_pid)
-                    try:
-                        if self._is_our_init(init_pid):
-                            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-                            killed = True
-                    finally:
-                        os.close(pidfd)
-                except (OSError, AttributeError):
+                    signal.pidfd_send_signal(self._init_fd, signal.SIGKILL)
+                except OSError:
                     pass
-            if not killed:
-                kill_session(self.proc)
+            if not self._init_exited(30):
+                logger.error("a code sandbox did not end within 30 s of being killed")
+            os.close(self._init_fd)
+            self._init_fd = None
+        if self.proc.returncode is None:
+            kill_session(self.proc)
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                kill_session(self.proc)
-                self.proc.wait()
+                logger.error("bubblewrap did not exit within 10 s of being killed")
         self.channel.close()
-        if self._info_fd is not None:
-            try:
-                os.close(self._info_fd)
-            except OSError:
-                pass
-            self._info_fd = None
         if self._uid is not None:
             _UIDS.give(self._uid)
             self._uid = None
