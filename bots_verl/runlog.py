@@ -40,7 +40,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -147,7 +147,7 @@ def rotate_metrics(run_dir: str | os.PathLike) -> Path | None:
     return target
 
 
-def iter_metrics(run_dir: str | os.PathLike):
+def iter_metrics(run_dir: str | os.PathLike) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(step, data)`` from the run's metrics files (:func:`metrics_files`) in order; nulls come back as NaN.
 
     Raises:
