@@ -17,6 +17,7 @@ runner, which builds :class:`bots_verl.integration.trainer.BOTSTrainer`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import hydra
 from hydra.errors import InstantiationException
@@ -100,6 +101,10 @@ def check_config(config: DictConfig) -> BOTSSettings:
     return settings
 
 
+def _uses_cpu_backend(config: DictConfig) -> bool:
+    return str(config.trainer.get("device", "cuda")) == "cpu"
+
+
 def _summary(config: DictConfig, settings: BOTSSettings) -> str:
     lines = [
         "BOTS dry run: config OK",
@@ -152,12 +157,18 @@ def _prepare_run_log(config: DictConfig, settings: BOTSSettings) -> None:
     )
 
 
-def run(config: DictConfig) -> None:
+def run(config: DictConfig, overrides: Sequence[str] = ()) -> None:
     """Validate ``config``; on ``bots.dry_run`` print a summary and return, else train.
 
     Args:
         config: the composed config.
+        overrides: the command line's hydra overrides; with ``trainer.device=cpu`` the keys they set keep their
+            values and the CPU backend's settings fill in the rest (:mod:`bots_verl.verl_cpu.launch`).
     """
+    if _uses_cpu_backend(config):
+        from bots_verl.verl_cpu import launch
+
+        launch.prepare(config, launch.override_keys(overrides))
     settings = check_config(config)
     if settings.dry_run:
         print(_summary(config, settings))
@@ -175,7 +186,9 @@ def run(config: DictConfig) -> None:
 @hydra.main(config_path="config", config_name="bots_trainer", version_base=None)
 def main(config: DictConfig) -> None:
     """Hydra entry point (``python -m bots_verl.main``)."""
-    run(config)
+    from hydra.core.hydra_config import HydraConfig
+
+    run(config, overrides=list(HydraConfig.get().overrides.task))
 
 
 if __name__ == "__main__":
