@@ -17,6 +17,7 @@ runner, which builds :class:`bots_verl.integration.trainer.BOTSTrainer`.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 
 import hydra
@@ -25,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from bots_verl.integration.settings import (
     BOTSSettings,
+    check_data_subset,
     check_verl_compat,
     local_path_exists,
     parse_bots_config,
@@ -68,6 +70,7 @@ def check_config(config: DictConfig) -> BOTSSettings:
     auto_set_device(config)
     settings = parse_bots_config(config)
     check_verl_compat(config)
+    check_data_subset(config)
     try:
         validate_config(
             config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
@@ -99,6 +102,13 @@ def check_config(config: DictConfig) -> BOTSSettings:
         if file.endswith(".parquet"):
             check_parquet_columns(file, [settings.task_id_path[0], *settings.reference_columns])
     return settings
+
+
+def _absolute_run_log_dir(config: DictConfig) -> None:
+    """Resolve a relative ``bots.run_log.dir`` once, here: Ray processes may run in another working directory."""
+    run_dir = config.bots.run_log.get("dir", None)
+    if run_dir and not os.path.isabs(run_dir):
+        config.bots.run_log.dir = os.path.abspath(os.path.expanduser(run_dir))
 
 
 def _uses_cpu_backend(config: DictConfig) -> bool:
@@ -169,6 +179,7 @@ def run(config: DictConfig, overrides: Sequence[str] = ()) -> None:
         from bots_verl.verl_cpu import launch
 
         launch.prepare(config, launch.override_keys(overrides))
+    _absolute_run_log_dir(config)
     settings = check_config(config)
     if settings.dry_run:
         print(_summary(config, settings))
