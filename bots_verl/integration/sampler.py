@@ -26,6 +26,7 @@ not fast-forward a Stateful sampler, so no selection is replayed. ``load_state_d
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -37,10 +38,26 @@ from bots_verl.integration.actor import from_torch_safe, to_torch_safe
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BOTSSampler", "PosteriorLostError"]
+__all__ = ["BOTSSampler", "PosteriorLostError", "checkpoint_sampler_state"]
 
 STATE_VERSION = 2
 READABLE_STATE_VERSIONS = (1, 2)
+
+
+def checkpoint_sampler_state(data_pt: str | os.PathLike) -> dict[str, Any]:
+    """The :class:`BOTSSampler` state stored in one of verl's ``global_step_N/data.pt`` files.
+
+    Selector state (posterior, RNG), ``updates``, ``attempts`` and ``dispatch_log``; numpy arrays come back as numpy.
+
+    Raises:
+        ValueError: if the file holds no BOTS sampler state (e.g. a run without BOTS).
+    """
+    state = torch.load(data_pt, weights_only=False)
+    sampler_state = state.get("_sampler_iter_state", {}) or {}
+    sampler_state = sampler_state.get("sampler_state", None) if isinstance(sampler_state, dict) else None
+    if not isinstance(sampler_state, dict) or sampler_state.get("version") not in READABLE_STATE_VERSIONS:
+        raise ValueError(f"{data_pt} holds no BOTS sampler state")
+    return {**sampler_state, "selector_state": from_torch_safe(sampler_state["selector_state"])}
 
 
 class PosteriorLostError(RuntimeError):

@@ -1,8 +1,9 @@
 """A CPU backend for verl 0.9.1: train with verl's real trainer on CPU cores, no accelerator.
 
-Selected with ``trainer.device=cpu actor_rollout_ref.rollout.name=hf`` on ``python -m bots_verl.main``, which sets
-the environment and starts Ray (:mod:`.launch`). Every Ray process then imports this package through verl's
-``VERL_USE_EXTERNAL_MODULES`` with ``VERL_PLATFORM=cpu``, which registers:
+Selected with ``trainer.device=cpu`` (and ``actor_rollout_ref.rollout.name=hf``, its default there) on
+``python -m bots_verl.main``, which applies the CPU settings, sets the environment and starts Ray (:mod:`.launch`).
+Every Ray process then imports :mod:`.register` through verl's ``VERL_USE_EXTERNAL_MODULES`` with
+``VERL_PLATFORM=cpu``, which registers:
 
 - the ``cpu`` platform (:mod:`.platform`): device ``cpu``, gloo, a ``torch.cuda`` stand-in (:mod:`.device`);
 - verl's FSDP engines for device ``cpu`` and the ``hf`` rollout (:mod:`.hooks`): a ``RolloutReplica`` whose server
@@ -11,18 +12,6 @@ the environment and starts Ray (:mod:`.launch`). Every Ray process then imports 
 - two compat fixes (:mod:`.compat`): plain gloo process groups and unpinned reference-model offload.
 
 Everything else (TransferQueue, agent loop, reward loop, replay buffer, FSDP, checkpoints, weight sync) is verl's own
-code. The private verl names this relies on are pinned in :mod:`.pins`.
+code. The private verl names this relies on are pinned in :mod:`bots_verl.integration.verl_pins`. This package's
+``__init__`` imports nothing, so the rollout server process (which needs only torch and transformers) stays light.
 """
-
-from __future__ import annotations
-
-import logging
-
-from bots_verl.verl_cpu import hooks
-from bots_verl.verl_cpu.platform import PLATFORM_NAME, PlatformCPU
-
-logger = logging.getLogger(__name__)
-
-__all__ = ["PLATFORM_NAME", "PlatformCPU"]
-
-hooks.install()

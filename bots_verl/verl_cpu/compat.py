@@ -1,4 +1,4 @@
-"""Two small fixes that verl 0.9.1 needs to train without an accelerator (pinned in :mod:`.pins`).
+"""Two small fixes that verl 0.9.1 needs to train without an accelerator.
 
 1. **Process-group backend.** ``verl.utils.distributed.initialize_global_process_group_ray`` defaults to
    ``f"cpu:gloo,{device}:{backend}"``, which on the cpu platform reads ``"cpu:gloo,cpu:gloo"`` and torch rejects it
@@ -9,7 +9,7 @@
    device when none is available``). On CPU the engine gets a policy that never pins (offloading to the memory the
    model already lives in costs nothing).
 
-Both are applied by :mod:`.hooks` only when ``VERL_PLATFORM=cpu``.
+Both are applied by :mod:`.hooks` only when ``VERL_PLATFORM=cpu`` (pinned in :mod:`bots_verl.integration.verl_pins`).
 """
 
 from __future__ import annotations

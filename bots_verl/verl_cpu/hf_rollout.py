@@ -21,15 +21,52 @@ import ray
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutMode, RolloutReplica
 
-from bots_verl.verl_cpu.hf_server import HFRolloutServer, server_actor_name
+from bots_verl.verl_cpu.hf_server import HFRolloutServer, ServerSettings, server_actor_name
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HFReplica", "HFServerAdapter"]
+__all__ = ["HFReplica", "HFServerAdapter", "server_settings"]
 
 
 def _rollout_world_size(config: Any) -> int:
     return config.tensor_model_parallel_size * config.data_parallel_size * config.pipeline_model_parallel_size
+
+
+def server_settings(config: Any, model_config: Any, replica_rank: int) -> ServerSettings:
+    """The server's settings from verl's ``RolloutConfig`` and model config (resolved here, where verl is loaded).
+
+    Args:
+        config: verl's ``RolloutConfig``.
+        model_config: ``actor_rollout_ref.model`` (DictConfig) or an ``HFModelConfig``.
+        replica_rank: the replica's rank.
+    """
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.workers.config import HFModelConfig
+
+    if not isinstance(model_config, HFModelConfig):
+        model_config = omega_conf_to_dataclass(model_config, dataclass_type=HFModelConfig)
+    tokenizer = model_config.tokenizer
+    stops = set()
+    generation = model_config.generation_config
+    eos = getattr(generation, "eos_token_id", None) if generation is not None else None
+    for value in ([eos] if isinstance(eos, int) else list(eos or [])) + [tokenizer.eos_token_id]:
+        if value is not None:
+            stops.add(int(value))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    return ServerSettings(
+        hf_config=model_config.hf_config,
+        local_path=str(model_config.local_path),
+        load_format=str(config.load_format),
+        dtype=str(config.dtype),
+        seed=int(config.seed),
+        replica_rank=int(replica_rank),
+        prompt_length=int(config.prompt_length),
+        response_length=int(config.response_length),
+        max_num_seqs=int(config.max_num_seqs),
+        stop_token_ids=tuple(sorted(stops)),
+        pad_token_id=int(pad),
+        ignore_eos=bool(config.ignore_eos),
+    )
 
 
 class HFReplica(RolloutReplica):
@@ -60,7 +97,7 @@ class HFReplica(RolloutReplica):
                 max_concurrency=self.max_concurrency,
                 scheduling_strategy=ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(node_id, soft=False),
             )
-            .remote(self.config, self.model_config, self.replica_rank)
+            .remote(server_settings(self.config, self.model_config, self.replica_rank))
         )
         await server.ready.remote()
         self.servers = [server]

@@ -25,6 +25,7 @@ and the sync trainer never aborts.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import time
@@ -37,11 +38,12 @@ from bots_verl.verl_cpu.sampling import GenerationRequest, generate_batch, row_s
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HFRolloutServer", "server_actor_name"]
+__all__ = ["HFRolloutServer", "ServerSettings", "TokenOutput", "server_actor_name"]
 
 GATHER_IDLE_S = 0.005
 GATHER_MAX_S = 0.1
 SUPPORTED_PARAMS = {"temperature", "top_p", "top_k", "logprobs", "max_tokens", "max_new_tokens", "repetition_penalty"}
+DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
 
 
 def server_actor_name(replica_rank: int) -> str:
@@ -49,52 +51,85 @@ def server_actor_name(replica_rank: int) -> str:
     return f"bots_hf_rollout_server_{replica_rank}"
 
 
-def _torch_dtype(name: str) -> torch.dtype:
-    dtypes = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
-    dtypes.update({"float16": torch.float16, "fp16": torch.float16})
-    if name not in dtypes:
-        raise ValueError(f"actor_rollout_ref.rollout.dtype={name!r} is not supported by the hf rollout")
-    return dtypes[name]
+@dataclasses.dataclass(frozen=True)
+class ServerSettings:
+    """What the server needs from verl's rollout and model configs, as plain values.
+
+    The server process never imports verl (it would add seconds of imports to start-up); the replica, which has
+    verl, fills this in (:func:`bots_verl.verl_cpu.hf_rollout.server_settings`).
+
+    Attributes:
+        hf_config: the transformers model config, with verl's ``override_config`` applied.
+        local_path: local model directory (weights are read from it unless ``load_format`` is ``dummy``).
+        load_format: verl's ``rollout.load_format``; ``dummy`` builds the model from ``hf_config`` and waits for the
+            trainer's weights.
+        dtype: ``float32`` or ``bfloat16``.
+        seed: base seed of the sampled rows (``rollout.seed``).
+        replica_rank: this replica's rank.
+        prompt_length: ``rollout.prompt_length``.
+        response_length: ``rollout.response_length`` (default budget of new tokens).
+        max_num_seqs: most rows per batch.
+        stop_token_ids: end-of-sequence token ids.
+        pad_token_id: padding token id.
+        ignore_eos: keep generating past end-of-sequence tokens.
+    """
+
+    hf_config: Any
+    local_path: str
+    load_format: str
+    dtype: str
+    seed: int
+    replica_rank: int
+    prompt_length: int
+    response_length: int
+    max_num_seqs: int
+    stop_token_ids: tuple[int, ...]
+    pad_token_id: int
+    ignore_eos: bool = False
+
+
+@dataclasses.dataclass
+class TokenOutput:
+    """What verl's agent loop reads from a server's ``generate`` (the fields of verl's ``TokenOutput``).
+
+    A plain dataclass instead of verl's pydantic class, so that the server process does not import verl.
+    """
+
+    token_ids: list[int]
+    log_probs: list[float] | None = None
+    routed_experts: Any = None
+    stop_reason: str | None = None
+    num_preempted: int | None = None
+    extra_fields: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 class HFRolloutServer:
     """Generation server of one ``hf`` replica (the body of a Ray actor).
 
     Args:
-        config: verl's ``RolloutConfig`` (dataclass or DictConfig).
-        model_config: ``actor_rollout_ref.model`` (DictConfig) or an ``HFModelConfig``.
-        replica_rank: this replica's rank.
+        settings: the rollout and model settings.
+
+    Raises:
+        ValueError: for an unsupported dtype.
     """
 
-    def __init__(self, config: Any, model_config: Any, replica_rank: int = 0) -> None:
+    def __init__(self, settings: ServerSettings) -> None:
         from transformers import AutoModelForCausalLM
-        from verl.utils.config import omega_conf_to_dataclass
-        from verl.workers.config import HFModelConfig, RolloutConfig
 
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-        self.config = config if isinstance(config, RolloutConfig) else omega_conf_to_dataclass(config, RolloutConfig)
-        if not isinstance(model_config, HFModelConfig):
-            model_config = omega_conf_to_dataclass(model_config, dataclass_type=HFModelConfig)
-        self.replica_rank = replica_rank
-        tokenizer = model_config.tokenizer
-        stops = set()
-        generation = model_config.generation_config
-        eos = getattr(generation, "eos_token_id", None) if generation is not None else None
-        for value in ([eos] if isinstance(eos, int) else list(eos or [])) + [tokenizer.eos_token_id]:
-            if value is not None:
-                stops.add(int(value))
-        self.stop_token_ids = tuple(sorted(stops))
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        self.pad_token_id = int(pad)
-        self.dtype = _torch_dtype(self.config.dtype)
-        hf_config = model_config.hf_config
+        if settings.dtype not in DTYPES:
+            raise ValueError(f"actor_rollout_ref.rollout.dtype={settings.dtype!r}: the hf rollout supports {DTYPES}")
+        self.settings = settings
+        self.dtype = DTYPES[settings.dtype]
         # eager attention: the path whose row results were measured to be batch-independent (sampling.py)
-        if self.config.load_format == "dummy":
+        if settings.load_format == "dummy":
             # the trainer sends the real weights (update_weights) before the first generation
-            self.model = AutoModelForCausalLM.from_config(hf_config, dtype=self.dtype, attn_implementation="eager")
+            self.model = AutoModelForCausalLM.from_config(
+                settings.hf_config, dtype=self.dtype, attn_implementation="eager"
+            )
         else:
             self.model = AutoModelForCausalLM.from_pretrained(
-                model_config.local_path, config=hf_config, dtype=self.dtype, attn_implementation="eager"
+                settings.local_path, config=settings.hf_config, dtype=self.dtype, attn_implementation="eager"
             )
         self.model.eval()
         self.global_steps: int | None = None
@@ -102,7 +137,7 @@ class HFRolloutServer:
         self._queue: list[tuple[GenerationRequest, asyncio.Future]] = []
         self._runner: asyncio.Task | None = None
         self._lock: asyncio.Lock | None = None
-        self.counters = Counter()
+        self.counters: Counter = Counter()
 
     async def ready(self) -> bool:
         """Returns once the model is built (a handle for the replica to wait on)."""
@@ -121,8 +156,8 @@ class HFRolloutServer:
         # the same budget rule as verl's vLLM server
         max_tokens = sampling_params.get("max_tokens", sampling_params.get("max_new_tokens"))
         if max_tokens is None:
-            budget = self.config.prompt_length + self.config.response_length - len(prompt_ids)
-            max_tokens = min(self.config.response_length, budget)
+            budget = self.settings.prompt_length + self.settings.response_length - len(prompt_ids)
+            max_tokens = min(self.settings.response_length, budget)
         max_tokens = max(1, int(max_tokens))
         temperature = float(sampling_params.get("temperature", 1.0))
         top_p = float(sampling_params.get("top_p", 1.0))
@@ -136,13 +171,13 @@ class HFRolloutServer:
             top_p=top_p,
             top_k=top_k,
             logprobs=bool(sampling_params.get("logprobs", False)),
-            stop_token_ids=() if self.config.ignore_eos else self.stop_token_ids,
+            stop_token_ids=() if self.settings.ignore_eos else self.settings.stop_token_ids,
         )
         if not request.greedy:
             key = (tuple(prompt_ids), temperature, top_p, top_k, max_tokens)
             occurrence = self._occurrences[key]
             self._occurrences[key] += 1
-            request.seed = row_seed(self.config.seed, self.replica_rank, self.global_steps, key, occurrence)
+            request.seed = row_seed(self.settings.seed, self.settings.replica_rank, self.global_steps, key, occurrence)
         return request
 
     async def generate(
@@ -159,13 +194,11 @@ class HFRolloutServer:
         """Generate one sequence (token ids in, token ids out), batched with the other waiting requests.
 
         Returns:
-            verl's ``TokenOutput`` with ``extra_fields["global_steps"]`` (the weight version).
+            :class:`TokenOutput` with ``extra_fields["global_steps"]`` (the weight version).
 
         Raises:
             ValueError: for multimodal input or unsupported sampling parameters.
         """
-        from verl.workers.rollout.replica import TokenOutput
-
         if image_data is not None or video_data is not None or audio_data is not None:
             raise ValueError("the hf rollout is text-only")
         request = self._request(prompt_ids, dict(sampling_params))
@@ -197,12 +230,13 @@ class HFRolloutServer:
     async def _drain(self) -> None:
         while self._queue:
             await self._gather()
-            limit = max(1, self.config.max_num_seqs)
+            limit = max(1, self.settings.max_num_seqs)
             batch, self._queue = self._queue[:limit], self._queue[limit:]
             async with self._batch_lock():
+                started = time.monotonic()
                 try:
                     results = await asyncio.to_thread(
-                        generate_batch, self.model, [req for req, _ in batch], self.pad_token_id
+                        generate_batch, self.model, [req for req, _ in batch], self.settings.pad_token_id
                     )
                 except Exception as exc:  # a failed batch fails its requests, not the server
                     logger.exception("hf rollout batch of %d rows failed", len(batch))
@@ -212,6 +246,7 @@ class HFRolloutServer:
                     continue
             self.counters["batches"] += 1
             self.counters["rows"] += len(batch)
+            self.counters["generate_s"] += time.monotonic() - started
             for (_, future), result in zip(batch, results, strict=True):
                 if not future.done():
                     future.set_result(result)

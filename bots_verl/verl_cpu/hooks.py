@@ -13,8 +13,8 @@ imports the module (or at once if it already did).
   :class:`~bots_verl.verl_cpu.hf_rollout.HFReplica`.
 - ``verl.utils.distributed`` and ``verl.workers.engine_workers``: plain ``gloo`` process groups (cpu platform only).
 
-:mod:`.pins` pins the verl sources these depend on; ``tests/integration/test_verl_pins_on_cpu.py`` fails when they
-change.
+:mod:`bots_verl.integration.verl_pins` pins the verl sources these depend on;
+``tests/integration/test_verl_pins_on_cpu.py`` fails when they change.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
    torch.compile, one logical GPU, one storage unit for TransferQueue, ``rollout.name=hf``, ...) is applied unless
    the command line sets that key itself (so ``trainer.device=cpu`` alone is a working CPU config, and any key can
    still be overridden).
-2. **Environment.** ``VERL_USE_EXTERNAL_MODULES=bots_verl.verl_cpu`` and ``VERL_PLATFORM=cpu`` (plus
+2. **Environment.** ``VERL_USE_EXTERNAL_MODULES=bots_verl.verl_cpu.register`` and ``VERL_PLATFORM=cpu`` (plus
    ``OMP_NUM_THREADS`` and ``TOKENIZERS_PARALLELISM``) go into this process and into
    ``ray_kwargs.ray_init.runtime_env.env_vars``, which verl's ``run_ppo`` passes to ``ray.init``, so the task
    runner, workers, rollout server, agent-loop and reward workers all load the backend.
@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["CPU_PROFILE", "MIN_RAY_CPUS", "activate", "override_keys", "prepare", "uses_cpu_backend"]
 
 CPU_PROFILE = Path(__file__).resolve().parent.parent / "config" / "cpu_backend.yaml"
-MODULE = "bots_verl.verl_cpu"
+MODULE = "bots_verl.verl_cpu.register"
 MIN_RAY_CPUS = 8
 
 
@@ -80,7 +80,7 @@ def activate(env: dict[str, str] | None = None) -> None:
     os.environ.update(env or env_vars())
     from verl.plugin.platform import get_platform
 
-    import bots_verl.verl_cpu  # noqa: F401  (registers the platform and hooks)
+    import bots_verl.verl_cpu.register  # noqa: F401  (registers the platform and hooks)
 
     platform = get_platform()
     if platform.device_name != "cpu":

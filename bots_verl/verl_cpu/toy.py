@@ -1,12 +1,13 @@
 """A tiny task, tokenizer and model built locally (no hub), for the smoke run, the benchmark and the CPU tests.
 
-The task is "what is a plus b ?" with the answer ``a + b`` (a single token of the vocabulary); :func:`compute_score`
-(verl's ``custom_reward_function`` signature) gives 1.0 when the answer token appears among the response's words.
-A randomly initialised model hits it by chance in a few percent of 16-token responses, so groups of rollouts mix
-successes and failures and BOTS has real evidence to work with. Each row carries a stable ``extra_info.index`` and
-two synthetic reference pass-rate columns (``weak_pass_rate``, ``strong_pass_rate``) for BOTS' implicit evidence.
+The task is "what is a plus b ?" (``a, b < 10``: 100 tasks) with the answer ``a + b``, a single token of a small
+vocabulary; :func:`compute_score` (verl's ``custom_reward_function`` signature) gives 1.0 when the answer token appears
+among the response's words. A randomly initialised model (hidden 64, 2 layers) hits it by chance in about 30% of
+16-token responses, so most groups of 4 rollouts mix successes and failures and BOTS (and DAPO) have real evidence to
+work with. Each row carries a stable ``extra_info.index`` and two synthetic reference pass-rate columns
+(``weak_pass_rate``, ``strong_pass_rate``) for BOTS' implicit evidence.
 
-``python -m bots_verl.verl_cpu.toy OUT_DIR`` writes ``tokenizer/``+``model/`` (one directory), ``train.parquet`` and
+``python -m bots_verl.verl_cpu.toy OUT_DIR`` writes ``model/`` (model and tokenizer), ``train.parquet`` and
 ``val.parquet``.
 """
 
@@ -21,12 +22,12 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DATA_SOURCE", "build_dataset", "build_model", "build_toy", "compute_score"]
+__all__ = ["DATA_SOURCE", "build_dataset", "build_model", "build_toy", "compute_score", "toy_overrides"]
 
 DATA_SOURCE = "bots_toy/addition"
 SPECIAL = ["<pad>", "<eos>", "<unk>"]
 WORDS = ["what", "is", "plus", "?", "user", "assistant"]
-MAX_OPERAND = 50
+MAX_OPERAND = 10
 
 
 def compute_score(
@@ -42,7 +43,7 @@ def compute_score(
 
 
 def _vocab() -> list[str]:
-    return SPECIAL + WORDS + [str(i) for i in range(2 * MAX_OPERAND)]
+    return SPECIAL + WORDS + [str(i) for i in range(2 * MAX_OPERAND - 1)]
 
 
 def build_model(
@@ -132,7 +133,7 @@ def build_dataset(path: str | Path, num_tasks: int, *, seed: int = 0, split: str
     return path
 
 
-def build_toy(out_dir: str | Path, *, num_tasks: int = 64, num_val: int = 8, **model_kwargs: Any) -> dict[str, str]:
+def build_toy(out_dir: str | Path, *, num_tasks: int = 100, num_val: int = 8, **model_kwargs: Any) -> dict[str, str]:
     """Model, tokenizer, train and val parquet in ``out_dir``; returns their paths (``model``, ``train``, ``val``)."""
     out = Path(out_dir)
     model = build_model(out / "model", **model_kwargs)
@@ -141,11 +142,41 @@ def build_toy(out_dir: str | Path, *, num_tasks: int = 64, num_val: int = 8, **m
     return {"model": str(model), "train": str(train), "val": str(val)}
 
 
+def toy_overrides(paths: dict[str, str], prompts: int = 8, n: int = 4, response_length: int = 16) -> list[str]:
+    """``python -m bots_verl.main`` overrides of a CPU run on the toy task (:func:`build_toy` paths).
+
+    One micro-batch holds the whole step (``prompts * n`` rows), no validation, the toy reward, BOTS with the two
+    reference columns; add ``trainer.total_training_steps``, ``trainer.default_local_dir``, ... as needed.
+    """
+    rows = prompts * n
+    return [
+        "trainer.device=cpu",
+        f"data.train_files={paths['train']}",
+        f"data.val_files={paths['val']}",
+        f"actor_rollout_ref.model.path={paths['model']}",
+        f"data.train_batch_size={prompts}",
+        "data.max_prompt_length=32",
+        f"data.max_response_length={response_length}",
+        f"actor_rollout_ref.rollout.n={n}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={prompts}",
+        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={rows}",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={rows}",
+        f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={rows}",
+        "reward.custom_reward_function.path=pkg://bots_verl.verl_cpu.toy",
+        "reward.custom_reward_function.name=compute_score",
+        "trainer.logger=[console]",
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
+        "bots.selector=bots",
+        "bots.reference_columns=[weak_pass_rate,strong_pass_rate]",
+    ]
+
+
 def main(argv: list[str] | None = None) -> None:
     """Command line: write the toy model and data."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out_dir")
-    parser.add_argument("--tasks", type=int, default=64)
+    parser.add_argument("--tasks", type=int, default=100)
     parser.add_argument("--hidden-size", type=int, default=64)
     parser.add_argument("--layers", type=int, default=2)
     args = parser.parse_args(argv)
