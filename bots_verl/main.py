@@ -175,14 +175,17 @@ def run(config: DictConfig, overrides: Sequence[str] = ()) -> None:
         overrides: the command line's hydra overrides; with ``trainer.device=cpu`` the keys they set keep their
             values and the CPU backend's settings fill in the rest (:mod:`bots_verl.verl_cpu.launch`).
     """
+    cpu_settings = None
     if _uses_cpu_backend(config):
         from bots_verl.verl_cpu import launch
 
-        launch.prepare(config, launch.override_keys(overrides))
+        cpu_settings = launch.prepare(config, launch.override_keys(overrides))
     _absolute_run_log_dir(config)
     settings = check_config(config)
     if settings.dry_run:
         print(_summary(config, settings))
+        if cpu_settings is not None:
+            print(f"  CPU backend (bots_verl.verl_cpu) set: {' '.join(cpu_settings) or 'nothing (all given)'}")
         return
 
     import ray

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,18 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CPU_PROFILE", "MIN_RAY_CPUS", "activate", "override_keys", "prepare", "uses_cpu_backend"]
+__all__ = [
+    "CPU_PROFILE",
+    "MIN_RAY_CPUS",
+    "activate",
+    "apply_cpu_settings",
+    "check_cpu_settings",
+    "env_vars",
+    "override_keys",
+    "prepare",
+    "set_ray_init",
+    "uses_cpu_backend",
+]
 
 CPU_PROFILE = Path(__file__).resolve().parent.parent / "config" / "cpu_backend.yaml"
 MODULE = "bots_verl.verl_cpu.register"
@@ -90,8 +101,45 @@ def activate(env: dict[str, str] | None = None) -> None:
         )
 
 
-def prepare(config: DictConfig, user_keys: Sequence[str] | set[str] = ()) -> list[str]:
-    """Apply the CPU settings and Ray start-up to ``config`` (in place) and activate the backend here.
+def apply_cpu_settings(config: DictConfig, user_keys: Iterable[str] = ()) -> list[str]:
+    """Set every key of ``cpu_backend.yaml`` that the command line did not set (in place).
+
+    Args:
+        config: the composed config.
+        user_keys: dotted keys the command line set (:func:`override_keys`); those keep their value.
+
+    Returns:
+        ``key=value`` strings of the settings that changed.
+    """
+    profile = OmegaConf.to_container(OmegaConf.load(CPU_PROFILE), resolve=True)
+    user = set(user_keys)
+    applied = []
+    with open_dict(config):
+        for key, value in _leaves(profile):
+            if key in user or OmegaConf.select(config, key, default=None) == value:
+                continue
+            OmegaConf.update(config, key, value, force_add=True)
+            applied.append(f"{key}={value}")
+    return applied
+
+
+def set_ray_init(config: DictConfig, env: dict[str, str]) -> None:
+    """Put the logical resources and the environment into ``ray_kwargs.ray_init`` (read by verl's ``run_ppo``)."""
+    ranks = int(config.trainer.n_gpus_per_node) * int(config.trainer.nnodes)
+    with open_dict(config):
+        ray_init = config.ray_kwargs.ray_init
+        ray_init.num_cpus = max(MIN_RAY_CPUS, int(ray_init.get("num_cpus", None) or 0))
+        ray_init.num_gpus = ranks
+        ray_init.include_dashboard = False
+        if ray_init.get("runtime_env", None) is None:
+            ray_init.runtime_env = {}
+        existing = ray_init.runtime_env.get("env_vars", None)
+        existing = OmegaConf.to_container(existing) if existing is not None else {}
+        ray_init.runtime_env.env_vars = {**existing, **env}
+
+
+def prepare(config: DictConfig, user_keys: Iterable[str] = ()) -> list[str]:
+    """Apply the CPU settings and Ray start-up to ``config`` (in place) and activate the backend in this process.
 
     Args:
         config: the composed config with ``trainer.device=cpu``.
@@ -103,38 +151,22 @@ def prepare(config: DictConfig, user_keys: Sequence[str] | set[str] = ()) -> lis
     Raises:
         ValueError: for settings the CPU backend cannot run with.
     """
-    profile = OmegaConf.to_container(OmegaConf.load(CPU_PROFILE), resolve=True)
-    user = set(user_keys)
-    applied = []
-    with open_dict(config):
-        for key, value in _leaves(profile):
-            if key in user:
-                continue
-            if OmegaConf.select(config, key, default=None) != value:
-                OmegaConf.update(config, key, value, force_add=True)
-                applied.append(f"{key}={value}")
-    _check(config)
-
+    applied = apply_cpu_settings(config, user_keys)
+    check_cpu_settings(config)
     env = env_vars()
-    ranks = int(config.trainer.n_gpus_per_node) * int(config.trainer.nnodes)
-    with open_dict(config):
-        ray_init = config.ray_kwargs.ray_init
-        ray_init.num_cpus = max(MIN_RAY_CPUS, int(ray_init.get("num_cpus", None) or 0))
-        ray_init.num_gpus = ranks
-        ray_init.include_dashboard = False
-        runtime_env = ray_init.get("runtime_env", None)
-        if runtime_env is None:
-            ray_init.runtime_env = {}
-        existing = ray_init.runtime_env.get("env_vars", None)
-        existing = OmegaConf.to_container(existing) if existing is not None else {}
-        ray_init.runtime_env.env_vars = {**existing, **env}
+    set_ray_init(config, env)
     activate(env)
     if applied:
         logger.info("CPU backend settings: %s", " ".join(applied))
     return applied
 
 
-def _check(config: DictConfig) -> None:
+def check_cpu_settings(config: DictConfig) -> None:
+    """Refuse settings the CPU backend cannot run with.
+
+    Raises:
+        ValueError: listing every offending key.
+    """
     rollout = config.actor_rollout_ref.rollout
     problems = []
     if rollout.name != "hf":

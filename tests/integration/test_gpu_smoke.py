@@ -13,7 +13,7 @@ import sys
 
 import pytest
 import torch
-from conftest import make_pool
+from integration_helpers import make_pool
 
 MODEL = os.environ.get("BOTS_SMOKE_MODEL")
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import base_overrides, compose, make_pool
+from integration_helpers import base_overrides, compose, make_pool
 
 from bots_verl.main import check_config
 
