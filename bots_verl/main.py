@@ -30,6 +30,7 @@ from bots_verl.integration.settings import (
     check_verl_compat,
     local_path_exists,
     parse_bots_config,
+    replay_poll_interval,
     train_files,
 )
 from bots_verl.integration.tasks import check_parquet_columns
@@ -71,6 +72,7 @@ def check_config(config: DictConfig) -> BOTSSettings:
     settings = parse_bots_config(config)
     check_verl_compat(config)
     check_data_subset(config)
+    replay_poll_interval(config)
     try:
         validate_config(
             config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)

@@ -84,6 +84,11 @@ def _differences(a: Any, b: Any, path: str = "") -> list[str]:
 def compare_checkpoints(ckpt_a: Path, ckpt_b: Path, step: int) -> dict[str, Any]:
     """Compare two runs' ``global_step_<step>`` checkpoints.
 
+    The actor's model, optimizer and learning-rate scheduler state are compared; the process RNG states that verl
+    also saves (``extra_state.rng``: torch, numpy and Python ``random`` of the training process) are not: Python and
+    numpy seed them from OS entropy in every fresh process and this training draws nothing from them (two fresh runs
+    end with identical weights and different RNG states).
+
     Returns:
         ``selections`` / ``posterior`` / ``weights`` (lists of differing paths, empty when identical), plus
         ``dispatch_log`` and ``attempts`` of run A.
@@ -100,6 +105,8 @@ def compare_checkpoints(ckpt_a: Path, ckpt_b: Path, step: int) -> dict[str, Any]
     for name in sorted(p.name for p in (ckpt_a / f"global_step_{step}" / "actor").glob("*_world_size_*.pt")):
         wa = torch.load(ckpt_a / f"global_step_{step}" / "actor" / name, weights_only=False)
         wb = torch.load(ckpt_b / f"global_step_{step}" / "actor" / name, weights_only=False)
+        if name.startswith("extra_state"):
+            wa, wb = ({k: v for k, v in w.items() if k != "rng"} for w in (wa, wb))
         weights += [f"{name}{d}" for d in _differences(wa, wb)]
     return {
         "selections": _differences(a["dispatch_log"], b["dispatch_log"]),
