@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import os
 import time
 from collections import Counter
 from typing import Any
@@ -116,7 +115,9 @@ class HFRolloutServer:
     def __init__(self, settings: ServerSettings) -> None:
         from transformers import AutoModelForCausalLM
 
-        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+        # one intra-op thread: with more, MKL splits a matmul by its row count and a row's result would depend on
+        # the batch it shares (sampling.py); generation of small models loses little
+        torch.set_num_threads(1)
         if settings.dtype not in DTYPES:
             raise ValueError(f"actor_rollout_ref.rollout.dtype={settings.dtype!r}: the hf rollout supports {DTYPES}")
         self.settings = settings

@@ -9,10 +9,12 @@ row's tokens must be a function of (weights, prompt, sampling parameters, the ro
 - **Fixed shapes per row.** Rows are left-padded to a length bucket that depends only on their own prompt length
   (:func:`bucket_length`) and a bucket is decoded as one group, so a row's attention always spans the same padded
   width: padding to another width changes logits in the last bits (measured on this CPU build: 9e-8).
-- **No small matmuls.** MKL computes a row of ``x @ W.T`` with a different summation order when ``x`` has 1, 2-3 or
-  at least 4 rows (measured); a group is therefore padded with dummy rows to at least :data:`MIN_ROWS` rows, and a
-  row's logits were then bit-identical for any group size and order (``tests/integration/test_hf_rollout_on_cpu.py``
-  checks this on the machine that runs the tests).
+- **No small matmuls, one thread.** MKL computes a row of ``x @ W.T`` with a different summation order when ``x``
+  has 1, 2-3 or at least 4 rows (measured, one thread); a group is therefore padded with dummy rows to at least
+  :data:`MIN_ROWS` rows. With several intra-op threads MKL also splits the work by the number of rows, so the
+  results are batch-independent only with ``torch.set_num_threads(1)``, which the rollout server sets. A row's
+  logits were then bit-identical for any group size and order (``tests/verl_cpu/test_sampling.py`` checks this on
+  the machine that runs the tests).
 - **Static batches.** A group runs from prefill to its last token without rows joining or leaving; rows that finish
   early keep decoding padding that is discarded.
 
@@ -89,6 +91,8 @@ def bucket_length(prompt_len: int) -> int:
 @torch.no_grad()
 def generate_batch(model: torch.nn.Module, requests: Sequence[GenerationRequest], pad_token_id: int):
     """Generate every request; rows are grouped by :func:`bucket_length` and each group is decoded as one batch.
+
+    A row's result does not depend on the other rows when torch runs one intra-op thread (see the module docstring).
 
     Args:
         model: a transformers causal LM in eval mode (any model taking ``attention_mask``, ``position_ids`` and

@@ -12,6 +12,15 @@ from bots_verl.verl_cpu.sampling import MIN_ROWS, GenerationRequest, bucket_leng
 EOS, PAD = 1, 0
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The rollout server generates with one intra-op thread (batch independence needs it; see sampling.py)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def model():
     from transformers import LlamaConfig, LlamaForCausalLM
