@@ -14,8 +14,8 @@ they rely on are pinned in :mod:`bots_verl.integration.verl_pins`):
    TransferQueue every ``bots.replay_poll_interval`` seconds instead of verl's fixed 2 s, puts a step's rows in an
    order that does not depend on rollout timing (so a resumed run trains on exactly what the uninterrupted run
    trained on), and, with DAPO, reads the all-0/all-1 groups that dynamic sampling evicts before they are deleted.
-4. ``_fetch_one_gen_batch`` records the order in which prompts were dispatched; ``_load_checkpoint`` refuses to
-   resume a checkpoint whose ``data.pt`` (the posterior) is missing.
+4. ``_fetch_one_gen_batch`` records the order in which prompts were dispatched; ``init`` (before any worker starts)
+   and ``_load_checkpoint`` refuse to resume a checkpoint whose ``data.pt`` (the posterior) is missing.
 
 ``trainer.v1.trainer_mode`` stays ``sync``: verl string-compares the mode in several places, so
 :class:`BOTSTaskRunner` runs verl's own ``TaskRunnerV1.run`` with ``BOTSTrainer`` standing in for the sync trainer.
@@ -235,15 +235,29 @@ class BOTSTrainer(PPOTrainerSync):
             self._bots_dispatch_order[str(uid)] = next(self._bots_dispatch_counter)
         return batch
 
+    def init(self) -> None:
+        """verl's ``init``, after refusing at once a resume whose ``data.pt`` is missing (before workers start)."""
+        folder = self._bots_resume_folder()
+        if folder is not None and not os.path.isfile(os.path.join(folder, "data.pt")):
+            raise FileNotFoundError(_missing_data_pt(folder))
+        super().init()
+
+    def _bots_resume_folder(self) -> str | None:
+        """The ``global_step_N`` folder verl's ``_load_checkpoint`` will resume from, or None for a fresh start."""
+        from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+
+        trainer = self.config.trainer
+        if trainer.resume_mode == "auto":
+            return find_latest_ckpt_path(os.path.abspath(trainer.default_local_dir))
+        if trainer.resume_mode == "resume_path" and trainer.get("resume_from_path", None):
+            return os.path.abspath(trainer.resume_from_path)
+        return None
+
     def _load_checkpoint(self):
         super()._load_checkpoint()
+        # torchdata keeps a loaded state for the next iterator; none means data.pt was missing or empty
         if self.global_steps > 0 and getattr(self.train_dataloader, "next_iter_state", None) is None:
-            raise FileNotFoundError(
-                f"resuming from global_step_{self.global_steps} (trainer.default_local_dir="
-                f"{self.config.trainer.default_local_dir}) but its data.pt is missing or empty: the BOTS posterior "
-                "lives there, and restarting it from the prior while the model resumes would silently change the "
-                "run. Restore data.pt, or start a new run (trainer.resume_mode=disable or another default_local_dir)"
-            )
+            raise FileNotFoundError(_missing_data_pt(f"global_step_{self.global_steps}"))
 
     # -------------------------------------------------------------------------------------------- evidence
     def _bots_observe_evicted(self, keys: list[str], tags: list[dict], partition_id: str) -> None:
@@ -306,6 +320,14 @@ class BOTSTrainer(PPOTrainerSync):
         batch = super().step(metrics, timing_raw)
         metrics.update(self.bots_update(batch))
         return batch
+
+
+def _missing_data_pt(folder: str) -> str:
+    return (
+        f"resuming from {folder} but its data.pt is missing or empty: the BOTS posterior lives there, and restarting "
+        "it from the prior while the model resumes would silently change the run. Restore data.pt, or start a new "
+        "run (trainer.resume_mode=disable or another trainer.default_local_dir)"
+    )
 
 
 def _with_sampler(loader: StatefulDataLoader, sampler: BOTSSampler) -> StatefulDataLoader:

@@ -64,7 +64,8 @@ PINS: dict[str, tuple[str, str]] = {
     ),
     "verl.trainer.ppo.v1.trainer_base:PPOTrainer._load_checkpoint": (
         "bb446d77c48ac6cc633e86c83b7195b78d899ece10d1b5e7150908acddb17265",
-        "BOTSTrainer._load_checkpoint detects a missing data.pt through train_dataloader.next_iter_state",
+        "BOTSTrainer.init resolves the same resume folder; _load_checkpoint detects a missing data.pt through "
+        "train_dataloader.next_iter_state",
     ),
     "verl.trainer.ppo.v1.trainer_base:PPOTrainer.step": (
         "e22f53aadb7805d2d15d16ba6528b6ef8628dfab5949ef00abbc339f5a35ec80",

@@ -219,3 +219,24 @@ def test_bad_settings_fail_in_constructor(config):
     config.bots.replay_poll_interval = 0
     with pytest.raises(ValueError, match="replay_poll_interval"):
         BOTSTrainer(config)
+
+
+def test_resume_without_the_posterior_is_refused(ray_tq, config, tmp_path):
+    """A checkpoint whose data.pt is missing (or empty) would resume the model with the posterior back at the prior."""
+    import torch
+
+    ckpt = tmp_path / "ckpt"
+    (ckpt / "global_step_2" / "actor").mkdir(parents=True)
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("2")
+    config.trainer.default_local_dir = str(ckpt)
+    trainer = BOTSTrainer(config)
+    with pytest.raises(FileNotFoundError, match="data.pt is missing"):
+        trainer.init()  # refused before any worker starts
+
+    # the same check after verl's own load (e.g. an empty data.pt): only the actor load is stubbed (it needs workers)
+    torch.save({}, ckpt / "global_step_2" / "data.pt")
+    trainer._init_tokenizer()
+    trainer._init_dataloader()
+    trainer.actor_rollout_wg = type("Workers", (), {"load_checkpoint": lambda self, **kwargs: None})()
+    with pytest.raises(FileNotFoundError, match="global_step_2 but its data.pt is missing or empty"):
+        trainer._load_checkpoint()
