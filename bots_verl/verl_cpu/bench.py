@@ -9,7 +9,9 @@ builds the toy model and data in a temporary directory, launches ``python -m bot
 - **first step**: step 1's ``timing_s/step`` (it also starts the agent-loop worker, which verl creates lazily);
 - **median step** over the steps after ``--warmup``, with the medians of verl's phases (``gen`` = rollout and
   reward, ``old_log_prob``, ``update_actor``, ``update_weights``) and the 1-minute load average before and after
-  (other processes on the machine inflate every figure).
+  (other processes on the machine inflate every figure);
+- **CPU time per step** of all the run's processes together (Ray's processes descend from the launched one): less
+  sensitive to other load than wall time; a step cannot take less than this divided by the number of cores.
 
 Extra ``key=value`` arguments after ``--`` are passed to ``bots_verl.main`` (e.g. ``-- bots.selector=random``).
 """
@@ -36,10 +38,31 @@ def _load() -> float:
     return os.getloadavg()[0]
 
 
-def run_and_watch(command: list[str], metrics: Path, cwd: Path, timeout: float) -> tuple[float, dict[int, float], str]:
-    """Run ``command``; return (launch time, arrival time of each step's metrics line, output tail)."""
+def _tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process and all its descendants (Ray's processes descend from the driver)."""
+    import psutil
+
+    total = 0.0
+    try:
+        root = psutil.Process(pid)
+        for proc in [root, *root.children(recursive=True)]:
+            try:
+                times = proc.cpu_times()
+                total += times.user + times.system
+            except psutil.Error:
+                continue
+    except psutil.Error:
+        pass
+    return total
+
+
+def run_and_watch(
+    command: list[str], metrics: Path, cwd: Path, timeout: float
+) -> tuple[float, dict[int, float], dict[int, float]]:
+    """Run ``command``; return (launch time, arrival time and CPU seconds of the run's processes at each step line)."""
     log_path = cwd / "train.log"
     arrivals: dict[int, float] = {}
+    cpu: dict[int, float] = {}
     start = time.monotonic()
     with log_path.open("w") as log:
         proc = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
@@ -52,13 +75,14 @@ def run_and_watch(command: list[str], metrics: Path, cwd: Path, timeout: float) 
                 lines = metrics.read_text().splitlines()
                 for line in lines[seen:]:
                     if line.strip():
-                        arrivals.setdefault(int(json.loads(line)["step"]), time.monotonic())
+                        step = int(json.loads(line)["step"])
+                        arrivals.setdefault(step, time.monotonic())
+                        cpu.setdefault(step, _tree_cpu_seconds(proc.pid))
                 seen = len(lines)
             time.sleep(0.05)
-    tail = log_path.read_text()[-3000:]
     if proc.returncode != 0:
-        raise RuntimeError(f"training exited with {proc.returncode}:\n{tail}")
-    return start, arrivals, tail
+        raise RuntimeError(f"training exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+    return start, arrivals, cpu
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -98,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
             *args.extra,
         ]
         load_before = _load()
-        start, arrivals, _ = run_and_watch(command, run_dir / "metrics.jsonl", work, args.timeout)
+        start, arrivals, cpu = run_and_watch(command, run_dir / "metrics.jsonl", work, args.timeout)
         load_after = _load()
         records = {}
         for line in (run_dir / "metrics.jsonl").read_text().splitlines():
@@ -127,6 +151,10 @@ def main(argv: list[str] | None = None) -> None:
         f"(min {min(step_s):.3f}, max {max(step_s):.3f})"
     )
     print("phase medians: " + ", ".join(f"{p} {v:.3f} s" for p, v in phases.items()))
+    measured = [s for s in steps if s - 1 in cpu and s in cpu]
+    if measured:
+        per_step = (cpu[measured[-1]] - cpu[measured[0] - 1]) / len(measured)
+        print(f"CPU time of all the run's processes per step: {per_step:.2f} s (over {len(measured)} steps)")
     print(f"load average (1 min): {load_before:.2f} before, {load_after:.2f} after")
 
 
