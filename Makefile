@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 # torch 2.13.0 is the CPU build on our CI image; asking for another version pulls the CUDA wheels.
 TORCH ?= torch==2.13.0
 
-.PHONY: install-test install-demo system-deps test test-core lint typecheck demo clean
+.PHONY: install-test install-demo system-deps test test-core lint typecheck demo smoke clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,10 @@ system-deps:
 
 test: install-test lint typecheck system-deps
 	$(PY) -m pytest -q tests
+
+# BOTS in verl's real trainer on CPU: a tiny local model, 4 GRPO steps, resume from step 2, exact-resume check
+smoke: install-test
+	$(PY) -m bots_verl.verl_cpu.smoke
 
 demo: install-demo
 	$(PY) -m bots_verl.sim --preset demo

@@ -19,6 +19,8 @@ EXTRAS = {
         "torchdata",
         "tensordict>=0.8.0,<=0.10.0,!=0.9.0",
         "hydra-core",
+        # post-import hooks of the CPU backend (bots_verl.verl_cpu.hooks)
+        "wrapt",
         # the math reward (recipes' default) checks answers symbolically
         "math-verify",
     ],

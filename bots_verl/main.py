@@ -17,6 +17,8 @@ runner, which builds :class:`bots_verl.integration.trainer.BOTSTrainer`.
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Sequence
 
 import hydra
 from hydra.errors import InstantiationException
@@ -24,10 +26,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from bots_verl.integration.settings import (
     BOTSSettings,
+    check_data_subset,
     check_verl_compat,
     effective_hparams,
     local_path_exists,
     parse_bots_config,
+    replay_poll_interval,
     train_files,
 )
 from bots_verl.integration.tasks import check_parquet_columns
@@ -68,6 +72,8 @@ def check_config(config: DictConfig) -> BOTSSettings:
     auto_set_device(config)
     settings = parse_bots_config(config)
     check_verl_compat(config)
+    check_data_subset(config)
+    replay_poll_interval(config)
     try:
         validate_config(
             config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
@@ -99,6 +105,17 @@ def check_config(config: DictConfig) -> BOTSSettings:
         if file.endswith(".parquet"):
             check_parquet_columns(file, [settings.task_id_path[0], *settings.reference_columns])
     return settings
+
+
+def _absolute_run_log_dir(config: DictConfig) -> None:
+    """Resolve a relative ``bots.run_log.dir`` once, here: Ray processes may run in another working directory."""
+    run_dir = config.bots.run_log.get("dir", None)
+    if run_dir and not os.path.isabs(run_dir):
+        config.bots.run_log.dir = os.path.abspath(os.path.expanduser(run_dir))
+
+
+def _uses_cpu_backend(config: DictConfig) -> bool:
+    return str(config.trainer.get("device", "cuda")) == "cpu"
 
 
 def _summary(config: DictConfig, settings: BOTSSettings) -> str:
@@ -157,15 +174,25 @@ def _prepare_run_log(config: DictConfig, settings: BOTSSettings) -> None:
     )
 
 
-def run(config: DictConfig) -> None:
+def run(config: DictConfig, overrides: Sequence[str] = ()) -> None:
     """Validate ``config``; on ``bots.dry_run`` print a summary and return, else train.
 
     Args:
         config: the composed config.
+        overrides: the command line's hydra overrides; with ``trainer.device=cpu`` the keys they set keep their
+            values and the CPU backend's settings fill in the rest (:mod:`bots_verl.verl_cpu.launch`).
     """
+    cpu_settings = None
+    if _uses_cpu_backend(config):
+        from bots_verl.verl_cpu import launch
+
+        cpu_settings = launch.prepare(config, launch.override_keys(overrides))
+    _absolute_run_log_dir(config)
     settings = check_config(config)
     if settings.dry_run:
         print(_summary(config, settings))
+        if cpu_settings is not None:
+            print(f"  CPU backend (bots_verl.verl_cpu) set: {' '.join(cpu_settings) or 'nothing (all given)'}")
         return
 
     import ray
@@ -180,7 +207,9 @@ def run(config: DictConfig) -> None:
 @hydra.main(config_path="config", config_name="bots_trainer", version_base=None)
 def main(config: DictConfig) -> None:
     """Hydra entry point (``python -m bots_verl.main``)."""
-    run(config)
+    from hydra.core.hydra_config import HydraConfig
+
+    run(config, overrides=list(HydraConfig.get().overrides.task))
 
 
 if __name__ == "__main__":

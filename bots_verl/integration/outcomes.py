@@ -12,7 +12,11 @@ Rules applied here:
   metadata with a zero reward) are skipped;
 - one outcome per ``(uid, session_id)``;
 - a reward becomes a success in [0, 1] through :class:`SuccessRule`; a reward that cannot be mapped is a
-  ``ValueError``, never a silent 0.
+  ``ValueError``, never a silent 0;
+- ``acc`` is read where verl writes it: the streaming reward loop puts it in ``extra_fields.reward_extra_info``, a
+  colocated reward model (``reward.reward_model.enable`` without its own resource pool) writes its extra keys as
+  top-level fields (``PPOTrainer._compute_reward_colocate``), together with the ``rm_scores`` it overwrites; the
+  top-level value wins.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ from bots_verl.rewards.success import SuccessRule
 logger = logging.getLogger(__name__)
 
 __all__ = ["Outcome", "SuccessRule", "aggregate_outcomes", "read_outcomes", "session_keys"]
+
+# reward extra keys a colocated reward model writes as top-level TransferQueue fields that the success rule reads
+TOP_LEVEL_REWARD_KEYS = ("acc",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,16 +93,20 @@ def read_outcomes(
     chosen = session_keys(keys, tags)
     if not chosen:
         return []
-    data = tq.kv_batch_get(
-        keys=chosen, partition_id=partition_id, select_fields=[task_path[0], "rm_scores", "extra_fields"]
-    )
+    fields = [task_path[0], "rm_scores", "extra_fields", *TOP_LEVEL_REWARD_KEYS]
+    # fields no trajectory has (top-level acc without a colocated reward model) are simply absent from the result
+    data = tq.kv_batch_get(keys=chosen, partition_id=partition_id, select_fields=fields)
     roots = list(data[task_path[0]])
     scores = list(data["rm_scores"])
-    extras = list(data["extra_fields"])
+    extras = list(data["extra_fields"]) if "extra_fields" in data.keys() else [None] * len(chosen)
+    top_level = {k: list(data[k]) for k in TOP_LEVEL_REWARD_KEYS if k in data.keys()}
     out = []
-    for key, root, score, extra in zip(chosen, roots, scores, extras, strict=True):
+    for i, (key, root, score, extra) in enumerate(zip(chosen, roots, scores, extras, strict=True)):
         extra = getattr(extra, "data", extra)
         info = extra.get("reward_extra_info", None) if isinstance(extra, Mapping) else None
+        if top_level:
+            info = dict(info or {})
+            info.update({k: getattr(v[i], "data", v[i]) for k, v in top_level.items()})
         value = float(score.sum().item())
         try:
             success = rule(value, info)

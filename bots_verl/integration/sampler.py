@@ -1,20 +1,32 @@
-"""A torchdata-``Stateful`` sampler that yields the posterior actor's selections.
+"""A torchdata-``Stateful`` sampler that yields the posterior actor's selections, one training step at a time.
 
-``BOTSSampler`` asks the actor for one batch of ``select_size`` unique tasks (``data.train_batch_size``) whenever its
-buffer is empty, and yields the indices one by one; torchdata's ``BatchSampler`` groups them into dataloader batches
-(``data.gen_batch_size``, or 1 under DAPO). Selection is lazy, so with ``num_workers=0`` the batch of step t+1 is
-drawn after step t's evidence reached the posterior: zero lag.
+verl fetches prompts from the dataloader at the start of every step (``train_batch_size`` of them, in chunks of
+``data.gen_batch_size``) and, with DAPO (``algorithm.filter_groups``) or ``sync_refill_failed_groups``, again in the
+middle of the step, one prompt per fetch, to replace evicted groups. The trainer brackets each step with
+:meth:`BOTSSampler.begin_step` and :meth:`BOTSSampler.end_step`, and the sampler guarantees:
+
+- **Zero lag.** Every index served in step t was selected after step t-1's evidence reached the posterior: a
+  posterior update drops the selections not served yet (DAPO refills may leave some), and selection is lazy
+  (``num_workers=0``), so nothing is drawn ahead.
+- **No task twice in a step.** Between two posterior updates a refill asks the actor for ``d + select_size`` tasks
+  (``d`` = tasks already dispatched since the update) and keeps, in the selector's rank order, those not dispatched
+  yet. For the Thompson-sampling selectors this is "the best ``k`` of a fresh draw among the tasks not yet
+  dispatched". Only when every task of the pool was dispatched in one step does a task come twice (counted in
+  ``bots/repeat_dispatches``). A refill therefore never re-dispatches a task that DAPO evicted in the same step.
+- Without refills a step asks the actor for exactly ``select_size`` tasks, as an uninterrupted selection would.
 
 Checkpointing rides on torchdata: ``StatefulDataLoader.state_dict()`` stores ``sampler.state_dict()`` because the
 sampler has ``state_dict``/``load_state_dict``. The state holds the actor's whole selector state (RNG included), the
-buffered indices and the pool's task ids, so verl's ``global_step_N/data.pt`` restores exactly; torchdata does not
-fast-forward a Stateful sampler, so no selection is replayed. ``load_state_dict`` is applied lazily by
+pool's task ids, the number of updates and rollouts the posterior has received, and the per-step log of dispatched
+positions (:meth:`BOTSSampler.dispatch_log`), so verl's ``global_step_N/data.pt`` restores exactly; torchdata does
+not fast-forward a Stateful sampler, so no selection is replayed. ``load_state_dict`` is applied lazily by
 ``StatefulDataLoader`` at the next ``iter()``.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -26,9 +38,26 @@ from bots_verl.integration.actor import from_torch_safe, to_torch_safe
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BOTSSampler", "PosteriorLostError"]
+__all__ = ["BOTSSampler", "PosteriorLostError", "checkpoint_sampler_state"]
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+READABLE_STATE_VERSIONS = (1, 2)
+
+
+def checkpoint_sampler_state(data_pt: str | os.PathLike) -> dict[str, Any]:
+    """The :class:`BOTSSampler` state stored in one of verl's ``global_step_N/data.pt`` files.
+
+    Selector state (posterior, RNG), ``updates``, ``attempts`` and ``dispatch_log``; numpy arrays come back as numpy.
+
+    Raises:
+        ValueError: if the file holds no BOTS sampler state (e.g. a run without BOTS).
+    """
+    state = torch.load(data_pt, weights_only=False)
+    sampler_state = state.get("_sampler_iter_state", {}) or {}
+    sampler_state = sampler_state.get("sampler_state", None) if isinstance(sampler_state, dict) else None
+    if not isinstance(sampler_state, dict) or sampler_state.get("version") not in READABLE_STATE_VERSIONS:
+        raise ValueError(f"{data_pt} holds no BOTS sampler state")
+    return {**sampler_state, "selector_state": from_torch_safe(sampler_state["selector_state"])}
 
 
 class PosteriorLostError(RuntimeError):
@@ -58,7 +87,16 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         self.select_size = int(select_size)
         self.task_ids = list(task_ids)
         self._pending: list[int] = []
+        self._pending_version = 0  # number of posterior updates when _pending was selected
         self._incarnation: str | None = None
+        self._updates = 0  # posterior updates sent through this sampler (restored from checkpoints)
+        self._attempts = 0.0  # rollouts the posterior received in those updates
+        self._step: int | None = None
+        self._dispatched: list[int] = []  # positions served in the current step, in order
+        self._exclude: set[int] = set()  # positions served since the last posterior update
+        self._stale = 0
+        self._repeats = 0
+        self._log: list[tuple[int, list[int]]] = []
         self.select_ms = 0.0  # actor-side selection time since the last ``pop_timing``
         self.select_roundtrip_ms = 0.0  # the same including the Ray round trip
 
@@ -68,11 +106,56 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
 
     def __iter__(self) -> Iterator[int]:
         # Endless: verl re-creates the iterator on StopIteration anyway, and the posterior has no notion of epochs.
-        # Reads self._pending on every step so a load_state_dict between iterators is honoured.
+        # Reads self._pending on every step so a load_state_dict or begin_step between iterators is honoured.
         while True:
             if not self._pending:
                 self._refill()
-            yield self._pending.pop(0)
+            index = self._pending.pop(0)
+            if self._pending_version != self._updates:
+                self._stale += 1
+            if index in self._exclude:
+                self._repeats += 1
+            self._exclude.add(index)
+            self._dispatched.append(index)
+            yield index
+
+    # ------------------------------------------------------------------------------------------------ steps
+    def begin_step(self, step: int) -> None:
+        """Start training step ``step`` (labels the dispatch log and resets the step's figures)."""
+        self._step = int(step)
+        self._dispatched = []
+        self._stale = 0
+        self._repeats = 0
+
+    def end_step(self) -> dict[str, float]:
+        """Close the current step: log its dispatched positions; returns the step's dispatch figures.
+
+        Returns:
+            ``dispatched`` (prompts served this step, refills included), ``stale_dispatches`` (served from a
+            selection made before the latest posterior update; 0 by construction) and ``repeat_dispatches`` (a task
+            served again within the step; only when the whole pool was dispatched).
+        """
+        if self._step is not None:
+            self._log.append((self._step, list(self._dispatched)))
+        return {
+            "dispatched": float(len(self._dispatched)),
+            "stale_dispatches": float(self._stale),
+            "repeat_dispatches": float(self._repeats),
+        }
+
+    def dispatch_log(self) -> list[tuple[int, list[int]]]:
+        """``(step, positions)`` for every closed step, in order (restored from checkpoints)."""
+        return [(step, list(positions)) for step, positions in self._log]
+
+    @property
+    def updates(self) -> int:
+        """Posterior updates received so far (across resumes)."""
+        return self._updates
+
+    @property
+    def attempts(self) -> float:
+        """Rollouts the posterior received so far (across resumes)."""
+        return self._attempts
 
     # ------------------------------------------------------------------------------------------------ actor calls
     def _call(self, method: str, *args: Any) -> Any:
@@ -96,12 +179,18 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
             )
 
     def _refill(self) -> None:
+        exclude = self._exclude
+        if len(exclude) >= self.num_tasks:
+            logger.warning("every task of the pool was dispatched in step %s; tasks now come a second time", self._step)
+            exclude = set()
+        want = min(self.num_tasks, len(exclude) + self.select_size)
         t0 = time.perf_counter()
-        indices, token, ms = self._call("select", self.select_size)
+        indices, token, ms = self._call("select", want)
         self._check_incarnation(token)
         self.select_ms += ms
         self.select_roundtrip_ms += (time.perf_counter() - t0) * 1e3
-        self._pending = [int(i) for i in np.asarray(indices)]
+        self._pending = [int(i) for i in np.asarray(indices) if int(i) not in exclude]
+        self._pending_version = self._updates
 
     def update(self, indices: np.ndarray, successes: np.ndarray, attempts: np.ndarray) -> tuple[dict, float]:
         """Send one step's evidence to the actor.
@@ -115,6 +204,11 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         """
         stats, token, ms = self._call("update", indices, successes, attempts)
         self._check_incarnation(token)
+        self._updates += 1
+        self._attempts += float(np.sum(attempts))
+        # selections made before this update are stale: never serve them
+        self._pending = []
+        self._exclude = set()
         return stats, ms
 
     def pop_timing(self) -> tuple[float, float]:
@@ -125,7 +219,7 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
 
     # ------------------------------------------------------------------------------------------------ Stateful
     def state_dict(self) -> dict[str, Any]:
-        """The selector state (pulled from the actor), buffered indices and task ids; torch-loadable."""
+        """The selector state (pulled from the actor), counters, dispatch log and task ids; torch-loadable."""
         selector_state, token = self._call("state_dict")
         self._check_incarnation(token)
         return {
@@ -134,6 +228,9 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
             "pending": list(self._pending),
             "select_size": self.select_size,
             "task_ids": list(self.task_ids),
+            "updates": self._updates,
+            "attempts": self._attempts,
+            "dispatch_log": [[step, list(positions)] for step, positions in self._log],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -143,7 +240,7 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
             ValueError: for another state version, a different pool (task ids) or a selector state the actor
                 rejects; nothing changes then.
         """
-        if state.get("version") != STATE_VERSION:
+        if state.get("version") not in READABLE_STATE_VERSIONS:
             raise ValueError(f"unsupported BOTS sampler state version {state.get('version')!r}")
         if list(state["task_ids"]) != self.task_ids:
             raise ValueError(
@@ -152,6 +249,12 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
             )
         if int(state["select_size"]) != self.select_size:
             logger.warning("train_batch_size changed from %s to %s on resume", state["select_size"], self.select_size)
+        log = [(int(step), [int(p) for p in positions]) for step, positions in state.get("dispatch_log", [])]
         token = self._call("load_state_dict", from_torch_safe(state["selector_state"]))
         self._incarnation = token
         self._pending = [int(i) for i in state["pending"]]
+        self._exclude = set()
+        self._updates = int(state.get("updates", 0))
+        self._pending_version = self._updates
+        self._attempts = float(state.get("attempts", 0.0))
+        self._log = log

@@ -26,9 +26,11 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "SUCCESS_RULES",
     "BOTSSettings",
+    "check_data_subset",
     "check_verl_compat",
     "effective_hparams",
     "parse_bots_config",
+    "replay_poll_interval",
     "resolve_method_label",
     "train_files",
 ]
@@ -284,3 +286,34 @@ def train_files(config: DictConfig) -> list[str]:
 def local_path_exists(path: str) -> bool:
     """True for an existing local path; remote URIs (``hdfs://``, ``s3://``) count as not local."""
     return "://" not in path and os.path.exists(os.path.expanduser(path))
+
+
+def check_data_subset(config: DictConfig) -> None:
+    """Refuse a random ``data.train_max_samples`` subset that each process would draw differently.
+
+    verl draws the subset with ``np.random.default_rng(data.seed)``; with ``data.seed: null`` (verl's default) every
+    process, and every restart, draws another subset, so the task pool of a resumed run never matches its checkpoint.
+
+    Raises:
+        ValueError: for ``train_max_samples > 0`` with ``shuffle`` on and no ``data.seed``.
+    """
+    max_samples = config.data.get("train_max_samples", -1)
+    if max_samples is not None and max_samples > 0 and config.data.get("shuffle", True):
+        if config.data.get("seed", None) is None:
+            raise ValueError(
+                f"data.train_max_samples={max_samples} with data.shuffle=true and data.seed=null draws a different "
+                "random subset in every process and on every restart (a resume would be refused); set data.seed, "
+                "e.g. data.seed=42, or data.shuffle=false for the first rows"
+            )
+
+
+def replay_poll_interval(config: DictConfig) -> float:
+    """``bots.replay_poll_interval``: seconds between the replay buffer's TransferQueue polls.
+
+    Raises:
+        ValueError: unless a positive finite number.
+    """
+    value = config.bots.get("replay_poll_interval", 2.0)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"bots.replay_poll_interval must be a positive number of seconds, got {value!r}")
+    return float(value)

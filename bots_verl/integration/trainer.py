@@ -1,45 +1,62 @@
 """``BOTSTrainer``: verl 0.9.1's sync V1 trainer with BOTS choosing the training tasks, and its task runner.
 
-verl 0.9.1 has no sampler hook, so we extend it at three points, without patching verl's classes:
+verl 0.9.1 has no sampler hook, so we extend it at these points, without patching verl's classes (the verl sources
+they rely on are pinned in :mod:`bots_verl.integration.verl_pins`):
 
-1. ``_init_dataloader``: after verl built the datasets, map positions to task ids, read the reference columns,
-   create the posterior actor and rebuild ``train_dataloader`` around :class:`BOTSSampler` (``num_workers=0``).
-2. ``step``: after verl's step (rollout, reward, update) and **before** ``fit`` writes the checkpoint, read the
-   step's outcomes from TransferQueue, aggregate them per task and update the posterior. So ``data.pt`` of step N
-   holds the posterior after step N, and the selection for step N+1 already sees step N's evidence.
-3. ``_build_replay_buffer`` (DAPO only): the built-in buffer's class is rebound to :class:`BOTSReplayBuffer`, which
-   reads the all-0/all-1 groups that dynamic sampling evicts before they are deleted, so they still reach the
-   posterior (within the same step's update).
+1. ``_init_dataloader``: after verl built the datasets and its dataloader, map positions to task ids, read the
+   reference columns (from the dataset's local copies of the files), create the posterior actor and rebuild
+   ``train_dataloader`` around :class:`BOTSSampler` with the arguments read off verl's own loader.
+2. ``step``: bracket verl's step with the sampler's ``begin_step``/``end_step`` and, after verl's step (rollout,
+   reward, update) and **before** ``fit`` writes the checkpoint, read the step's outcomes from TransferQueue,
+   aggregate them per task and update the posterior. So ``data.pt`` of step N holds the posterior after step N, and
+   the selection for step N+1 already sees step N's evidence.
+3. ``_build_replay_buffer``: verl's built-in buffer instance is rebound to :class:`BOTSReplayBuffer`, which polls
+   TransferQueue every ``bots.replay_poll_interval`` seconds instead of verl's fixed 2 s, puts a step's rows in an
+   order that does not depend on rollout timing (so a resumed run trains on exactly what the uninterrupted run
+   trained on), and, with DAPO, reads the all-0/all-1 groups that dynamic sampling evicts before they are deleted.
+4. ``_fetch_one_gen_batch`` records the order in which prompts were dispatched; ``init`` (before any worker starts)
+   and ``_load_checkpoint`` refuse to resume a checkpoint whose ``data.pt`` (the posterior) is missing.
 
-``trainer.v1.trainer_mode`` stays ``sync``: verl string-compares the mode in several places, so we pick our class in
-:class:`BOTSTaskRunner` instead of registering a new mode.
+``trainer.v1.trainer_mode`` stays ``sync``: verl string-compares the mode in several places, so
+:class:`BOTSTaskRunner` runs verl's own ``TaskRunnerV1.run`` with ``BOTSTrainer`` standing in for the sync trainer.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import logging
+import math
 import os
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from torchdata.stateful_dataloader import StatefulDataLoader
+from transfer_queue import KVBatchMeta
 from verl.trainer.main_ppo import TaskRunnerV1
+from verl.trainer.ppo.v1 import trainer_base
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
-from verl.utils.dataset.rl_dataset import collate_fn
 
 from bots_verl.integration.actor import create_posterior_actor
 from bots_verl.integration.outcomes import Outcome, SuccessRule, aggregate_outcomes, read_outcomes
 from bots_verl.integration.sampler import BOTSSampler
-from bots_verl.integration.settings import BOTSSettings, check_verl_compat, parse_bots_config, train_files
+from bots_verl.integration.settings import (
+    BOTSSettings,
+    check_data_subset,
+    check_verl_compat,
+    parse_bots_config,
+    replay_poll_interval,
+)
 from bots_verl.integration.tasks import TaskIndex, dataset_task_ids, read_reference_columns
 from bots_verl.runlog import METRICS_FILE, rotate_metrics
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 
-__all__ = ["BOTSReplayBuffer", "BOTSTaskRunner", "BOTSTrainer", "bots_metrics"]
+__all__ = ["BOTSReplayBuffer", "BOTSTaskRunner", "BOTSTrainer", "bots_metrics", "canonical_order"]
 
 
 def bots_metrics(stats: dict[str, float], **extra: float) -> dict[str, float]:
@@ -47,15 +64,62 @@ def bots_metrics(stats: dict[str, float], **extra: float) -> dict[str, float]:
     return {f"bots/{k}": float(v) for k, v in {**stats, **extra}.items()}
 
 
-class BOTSReplayBuffer(ReplayBuffer):
-    """verl's sync ``ReplayBuffer`` that reports groups it evicts (DAPO filtering, surplus) before deleting them.
+def _uid(key: str) -> str:
+    return key.split("_")[0]
 
-    Only the ``_clear_groups`` step is extended; everything else, including the DAPO keyword arguments verl passes
-    to its built-in buffer, is verl's. ``bots_observer(keys, tags)`` receives the trajectory keys of the evicted
-    train groups whose rollouts finished (failed rollouts carry no reward and are skipped).
+
+def canonical_order(
+    keys: Sequence[str], tags: Sequence[Mapping[str, Any]], partition_id: str, dispatch_order: Mapping[str, int]
+) -> tuple[list[str], list[Mapping[str, Any]]]:
+    """Sort a step's trajectories by (prompt dispatch order, response tokens, session, output).
+
+    Which session of a prompt finishes first, and which of its identical requests the rollout server answered with
+    which sample, depend on timing; the *set* of a prompt's responses does not (see
+    :mod:`bots_verl.verl_cpu.hf_server`). Sorting by content makes the rows that reach the PPO update, and their
+    order, a function of that set: rows that tie are identical in everything the update reads.
+
+    Args:
+        keys: trajectory keys ``{uid}_{session}_{output}``.
+        tags: their tags.
+        partition_id: TransferQueue partition.
+        dispatch_order: uid -> position in which the prompt was dispatched this step.
+
+    Returns:
+        ``(keys, tags)`` sorted.
+    """
+    import transfer_queue as tq
+
+    if not keys:
+        return list(keys), list(tags)
+    data = tq.kv_batch_get(keys=list(keys), partition_id=partition_id, select_fields=["responses"])
+    responses = [tuple(int(t) for t in row.tolist()) for row in data["responses"].unbind(0)]
+
+    def sort_key(i: int) -> tuple:
+        uid, session, output = keys[i].rsplit("_", 2)
+        return (dispatch_order.get(uid, math.inf), uid, responses[i], int(session), int(output))
+
+    order = sorted(range(len(keys)), key=sort_key)
+    return [keys[i] for i in order], [tags[i] for i in order]
+
+
+class BOTSReplayBuffer(ReplayBuffer):
+    """verl's sync ``ReplayBuffer`` with deterministic batches, a short poll, and DAPO evictions reported.
+
+    verl builds the instance (with every DAPO argument it computed) and :class:`BOTSTrainer` rebinds its class, so
+    only three private steps change (pinned in :mod:`bots_verl.integration.verl_pins`):
+
+    - ``_select_prompt_uids``: verl orders the finished groups by their prompt's step and then by set order (random
+      per process); here ties are broken by the order in which the trainer dispatched the prompts.
+    - ``_materialize_batch``: the train batch's rows are sorted by :func:`canonical_order`.
+    - ``_clear_groups``: ``bots_observer(keys, tags, partition_id)`` receives the trajectory keys of the evicted
+      train groups whose rollouts finished (failed rollouts carry no reward and are skipped), before verl deletes
+      them.
+
+    The poll interval is verl's own ``poll_interval`` attribute (a constructor argument the trainer never sets).
     """
 
     bots_observer: Any = None
+    bots_dispatch_order: dict[str, int] | None = None
 
     def _clear_groups(self, partition_id: str, uids: set[str]) -> None:
         if self.bots_observer is not None and partition_id == "train" and uids:
@@ -63,11 +127,28 @@ class BOTSReplayBuffer(ReplayBuffer):
             keys = [
                 key
                 for key, tag in self.partitions[partition_id].items()
-                if key.split("_")[0] in uids and key.split("_")[0] not in failed and tag.get("status") == "success"
+                if _uid(key) in uids and _uid(key) not in failed and tag.get("status") == "success"
             ]
             if keys:
                 self.bots_observer(keys, [self.partitions[partition_id][k] for k in keys], partition_id)
         super()._clear_groups(partition_id, uids)
+
+    def _select_prompt_uids(
+        self, partition_id: str, sampleable_keys: set[str], batch_size: int
+    ) -> tuple[list[str], dict[str, dict], dict[str, int]]:
+        steps = dict(self.prompt_global_steps[partition_id])
+        order = self.bots_dispatch_order or {}
+        ordered = sorted(sampleable_keys, key=lambda uid: (steps.get(uid, 0), order.get(uid, math.inf), uid))
+        return ordered[:batch_size], dict(self.partitions[partition_id]), steps
+
+    def _materialize_batch(
+        self, partition_id: str, selected_prompt_uids: list[str], partition_snapshot: dict[str, dict]
+    ) -> KVBatchMeta:
+        batch = super()._materialize_batch(partition_id, selected_prompt_uids, partition_snapshot)
+        if partition_id != "train":
+            return batch
+        keys, tags = canonical_order(batch.keys, batch.tags, partition_id, self.bots_dispatch_order or {})
+        return KVBatchMeta(partition_id=partition_id, keys=keys, tags=tags)
 
 
 class BOTSTrainer(PPOTrainerSync):
@@ -83,9 +164,14 @@ class BOTSTrainer(PPOTrainerSync):
     def __init__(self, config: DictConfig) -> None:
         self.bots: BOTSSettings = parse_bots_config(config)
         check_verl_compat(config)
+        check_data_subset(config)
+        self._bots_poll_interval = replay_poll_interval(config)
         self._bots_rule = SuccessRule(self.bots.success_rule, self.bots.success_threshold)
         # evidence gathered during the current step (DAPO evictions); flushed with the step's batch
         self._bots_evicted: list[Outcome] = []
+        # uid -> dispatch position of the prompts of the current step (deterministic row order)
+        self._bots_dispatch_order: dict[str, int] = {}
+        self._bots_dispatch_counter: Iterator[int] = itertools.count()
         self.bots_sampler: BOTSSampler | None = None
         self.bots_task_index: TaskIndex | None = None
         super().__init__(config)
@@ -94,14 +180,20 @@ class BOTSTrainer(PPOTrainerSync):
     def _build_replay_buffer(self) -> ReplayBuffer:
         buffer = super()._build_replay_buffer()
         filter_groups = self.config.algorithm.get("filter_groups", None)
-        if filter_groups is not None and filter_groups.get("enable", False):
-            if type(buffer) is not ReplayBuffer:
+        dapo = filter_groups is not None and filter_groups.get("enable", False)
+        if type(buffer) is not ReplayBuffer:
+            if dapo:
                 raise ValueError(
                     f"algorithm.filter_groups with BOTS needs verl's built-in ReplayBuffer, got {type(buffer)}; "
                     "evicted groups would never reach the posterior"
                 )
-            # Rebinding our own instance (not verl's class) keeps every DAPO argument verl computed.
-            buffer.__class__ = BOTSReplayBuffer
+            logger.warning("custom replay buffer %s: row order and poll interval are left to it", type(buffer))
+            return buffer
+        # Rebinding our own instance (not verl's class) keeps every DAPO argument verl computed.
+        buffer.__class__ = BOTSReplayBuffer
+        buffer.poll_interval = self._bots_poll_interval
+        buffer.bots_dispatch_order = self._bots_dispatch_order
+        if dapo:
             buffer.bots_observer = self._bots_observe_evicted
         return buffer
 
@@ -111,8 +203,9 @@ class BOTSTrainer(PPOTrainerSync):
         self.bots_task_index = TaskIndex(dataset_task_ids(self.train_dataset, path), self.bots.task_id_field)
         reference = None
         if self.bots.reference_columns:
+            # verl's dataset read local copies of data.train_files (copy_to_local); read the same files
             reference = read_reference_columns(
-                train_files(self.config), self.bots.reference_columns, path, self.bots_task_index
+                list(self.train_dataset.data_files), self.bots.reference_columns, path, self.bots_task_index
             )
         num_tasks = len(self.bots_task_index)
         actor = create_posterior_actor(
@@ -127,16 +220,7 @@ class BOTSTrainer(PPOTrainerSync):
         self.bots_sampler = BOTSSampler(
             actor, num_tasks, self.config.data.train_batch_size, self.bots_task_index.task_ids
         )
-        gen_batch_size = self.config.data.get("gen_batch_size", None) or self.config.data.train_batch_size
-        # same arguments as verl's own train dataloader, except the sampler and no workers
-        self.train_dataloader = StatefulDataLoader(
-            dataset=self.train_dataset,
-            batch_size=gen_batch_size,
-            num_workers=0,
-            drop_last=True,
-            collate_fn=collate_fn,
-            sampler=self.bots_sampler,
-        )
+        self.train_dataloader = _with_sampler(self.train_dataloader, self.bots_sampler)
         self.train_dataloader_it = None
         logger.info(
             "BOTS: selector=%s over %d tasks (reference columns %s)",
@@ -144,6 +228,36 @@ class BOTSTrainer(PPOTrainerSync):
             num_tasks,
             list(self.bots.reference_columns),
         )
+
+    def _fetch_one_gen_batch(self):
+        batch = super()._fetch_one_gen_batch()
+        for uid in list(batch["uid"]):
+            self._bots_dispatch_order[str(uid)] = next(self._bots_dispatch_counter)
+        return batch
+
+    def init(self) -> None:
+        """verl's ``init``, after refusing at once a resume whose ``data.pt`` is missing (before workers start)."""
+        folder = self._bots_resume_folder()
+        if folder is not None and not os.path.isfile(os.path.join(folder, "data.pt")):
+            raise FileNotFoundError(_missing_data_pt(folder))
+        super().init()
+
+    def _bots_resume_folder(self) -> str | None:
+        """The ``global_step_N`` folder verl's ``_load_checkpoint`` will resume from, or None for a fresh start."""
+        from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
+
+        trainer = self.config.trainer
+        if trainer.resume_mode == "auto":
+            return find_latest_ckpt_path(os.path.abspath(trainer.default_local_dir))
+        if trainer.resume_mode == "resume_path" and trainer.get("resume_from_path", None):
+            return os.path.abspath(trainer.resume_from_path)
+        return None
+
+    def _load_checkpoint(self):
+        super()._load_checkpoint()
+        # torchdata keeps a loaded state for the next iterator; none means data.pt was missing or empty
+        if self.global_steps > 0 and getattr(self.train_dataloader, "next_iter_state", None) is None:
+            raise FileNotFoundError(_missing_data_pt(f"global_step_{self.global_steps}"))
 
     # -------------------------------------------------------------------------------------------- evidence
     def _bots_observe_evicted(self, keys: list[str], tags: list[dict], partition_id: str) -> None:
@@ -173,62 +287,108 @@ class BOTSTrainer(PPOTrainerSync):
         indices, successes, attempts = aggregate_outcomes(outcomes, self.bots_task_index)
         read_ms = (time.perf_counter() - t0) * 1e3
         select_ms, select_roundtrip_ms = self.bots_sampler.pop_timing()
+        padding = float(sum(1 for tag in batch.tags if tag.get("is_padding", False)))
         if indices.size == 0:
             logger.warning("BOTS: step %s produced no outcomes; posterior not updated", self.global_steps)
-            return bots_metrics({}, rollouts=0.0, select_ms=select_ms, read_ms=read_ms)
+            dispatch = self.bots_sampler.end_step()
+            return bots_metrics(
+                {}, rollouts=0.0, select_ms=select_ms, read_ms=read_ms, padding_rows=padding, **dispatch
+            )
         t1 = time.perf_counter()
         stats, update_ms = self.bots_sampler.update(indices, successes, attempts)
         update_roundtrip_ms = (time.perf_counter() - t1) * 1e3
+        dispatch = self.bots_sampler.end_step()
         return bots_metrics(
             stats,
             rollouts=float(attempts.sum()),
+            posterior_rollouts_total=self.bots_sampler.attempts,
             select_ms=select_ms,
             update_ms=update_ms,
             select_roundtrip_ms=select_roundtrip_ms,
             update_roundtrip_ms=update_roundtrip_ms,
             read_ms=read_ms,
             evicted_rollouts=float(evicted),
+            padding_rows=padding,
+            **dispatch,
         )
 
     def step(self, metrics: dict, timing_raw: dict) -> Any:
-        """verl's step, then the posterior update (before ``fit`` saves the checkpoint)."""
+        """verl's step between the sampler's step brackets, then the posterior update (before the checkpoint)."""
+        self._bots_dispatch_order.clear()
+        self._bots_dispatch_counter = itertools.count()
+        self.bots_sampler.begin_step(self.global_steps)
         batch = super().step(metrics, timing_raw)
         metrics.update(self.bots_update(batch))
         return batch
+
+
+def _missing_data_pt(folder: str) -> str:
+    return (
+        f"resuming from {folder} but its data.pt is missing or empty: the BOTS posterior lives there, and restarting "
+        "it from the prior while the model resumes would silently change the run. Restore data.pt, or start a new "
+        "run (trainer.resume_mode=disable or another trainer.default_local_dir)"
+    )
+
+
+def _with_sampler(loader: StatefulDataLoader, sampler: BOTSSampler) -> StatefulDataLoader:
+    """A copy of verl's train dataloader (same dataset, batch size, collate function, ...) drawing from ``sampler``.
+
+    The arguments are read off the loader verl built, so a change in how verl builds it carries over; only the
+    sampler differs (a DataLoader's sampler cannot be replaced after construction).
+    """
+    if loader.num_workers != 0:
+        raise ValueError(f"data.dataloader_num_workers={loader.num_workers}: BOTS needs 0")
+    return StatefulDataLoader(
+        dataset=loader.dataset,
+        batch_size=loader.batch_size,
+        sampler=sampler,
+        num_workers=0,
+        collate_fn=loader.collate_fn,
+        pin_memory=loader.pin_memory,
+        drop_last=loader.drop_last,
+        timeout=loader.timeout,
+        worker_init_fn=loader.worker_init_fn,
+    )
+
+
+def use_run_log(config: DictConfig) -> None:
+    """Point verl's file logger at ``<bots.run_log.dir>/metrics.jsonl`` in this process, keeping earlier steps.
+
+    The driver made the directory absolute (``bots_verl.main``), so every process resolves it the same way.
+    """
+    run_dir = config.bots.run_log.get("dir", None)
+    if not run_dir:
+        return
+    if not os.path.isabs(run_dir):
+        raise ValueError(f"bots.run_log.dir={run_dir!r} must be absolute here (bots_verl.main resolves it)")
+    # verl's file logger reads this in this process (the driver's environment may not reach Ray workers)
+    os.environ["VERL_FILE_LOGGER_PATH"] = os.path.join(run_dir, METRICS_FILE)
+    # it also truncates the file: keep a resumed run's earlier steps as metrics.part<k>.jsonl
+    rotated = rotate_metrics(run_dir)
+    if rotated is not None:
+        logger.info("kept the previous metrics of %s as %s", run_dir, rotated.name)
+
+
+@contextlib.contextmanager
+def trainer_registered(mode: str, trainer_cls: type) -> Iterator[None]:
+    """Make verl's trainer registry return ``trainer_cls`` for ``mode`` in this process, for the duration."""
+    registry = trainer_base.TRAINER_REGISTRY
+    previous = registry.get(mode)
+    registry[mode] = trainer_cls
+    try:
+        yield
+    finally:
+        if previous is None:
+            registry.pop(mode, None)
+        else:
+            registry[mode] = previous
 
 
 class BOTSTaskRunner(TaskRunnerV1.__ray_actor_class__):
     """verl's V1 task runner building :class:`BOTSTrainer` (wrap with ``ray.remote(num_cpus=1)``)."""
 
     def run(self, config: DictConfig) -> None:
-        """Run training with :class:`BOTSTrainer` (mirrors ``TaskRunnerV1.run``)."""
-        import transfer_queue as tq
-        from verl.utils.logging_utils import configure_verl_logging
-
-        configure_verl_logging()
-        run_dir = config.bots.run_log.get("dir", None)
-        if run_dir:
-            # verl's file logger reads this in this process (the driver's environment may not reach Ray workers)
-            os.environ["VERL_FILE_LOGGER_PATH"] = os.path.join(os.path.abspath(run_dir), METRICS_FILE)
-            # it also truncates the file: keep a resumed run's earlier steps as metrics.part<k>.jsonl
-            rotated = rotate_metrics(run_dir)
-            if rotated is not None:
-                logger.info("kept the previous metrics of %s as %s", run_dir, rotated.name)
-        config.transfer_queue.enable = True
-        OmegaConf.resolve(config)
-        self.config = config
-        tq.init(config.transfer_queue)
-        succeeded = False
-        try:
-            self.trainer = BOTSTrainer(config=config)
-            self.trainer.init()
-            self.init_agent_loop_manager()
-            self.trainer.fit(self.agent_loop_manager)
-            succeeded = True
-        finally:
-            try:
-                tracking = getattr(self.trainer, "logger", None)
-                if tracking is not None:
-                    tracking.finish(exit_code=0 if succeeded else 1)
-            finally:
-                tq.close()
+        """verl's ``TaskRunnerV1.run`` (TransferQueue, trainer, agent loop, fit), with ``BOTSTrainer``."""
+        use_run_log(config)
+        with trainer_registered(config.trainer.v1.trainer_mode, BOTSTrainer):
+            super().run(config)

@@ -1,4 +1,5 @@
-"""GPU end-to-end smoke run of ``python -m bots_verl.main`` (skipped without CUDA; needs vllm and a local model).
+"""GPU end-to-end smoke run of ``python -m bots_verl.main`` with vLLM (skipped without CUDA; needs vllm and a local
+model). The same flow runs in CI on the CPU backend (``test_e2e_on_cpu.py``); this one covers vLLM's rollout.
 
 Set ``BOTS_SMOKE_MODEL=/path/to/Qwen2.5-0.5B-Instruct``. Trains 2 steps with a checkpoint, then resumes to step 3
 and checks the run log and that the resumed run restored the posterior (``bots/steps`` continues at 3).
@@ -12,15 +13,13 @@ import subprocess
 import sys
 
 import pytest
-import torch
-from conftest import make_pool
+from integration_helpers import make_pool
 
 MODEL = os.environ.get("BOTS_SMOKE_MODEL")
 
 
-@pytest.mark.gpu
+@pytest.mark.gpu  # tests/conftest.py skips it without a CUDA GPU
 @pytest.mark.slow
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.skipif(not MODEL, reason="set BOTS_SMOKE_MODEL to a local model directory")
 def test_smoke_train_and_resume(tmp_path):
     data = tmp_path / "train.parquet"

@@ -7,15 +7,14 @@ import subprocess
 import sys
 
 import pytest
-from conftest import base_overrides, compose, make_pool
+from integration_helpers import ROOT, base_overrides, compose, make_pool
 
-from bots_verl.main import check_config
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bots_verl.integration.trainer import use_run_log
+from bots_verl.main import check_config, run
 
 
 def _main(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HYDRA_FULL_ERROR": "0", "RAY_ADDRESS": ""}
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0", "RAY_ADDRESS": "", "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [sys.executable, "-m", "bots_verl.main", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
     )
@@ -65,6 +64,9 @@ def test_dry_run_warns_for_paths_only_on_the_cluster(caplog):
         ("bots.reference_columns=[]", "reference"),
         ("bots.seed=-1", "bots.seed"),
         ("data.train_batch_size=3", "train_batch_size"),
+        # a random subset without a seed differs in every process, so a resume would always be refused
+        ("data.train_max_samples=6", "data.seed"),
+        ("bots.replay_poll_interval=-1", "replay_poll_interval"),
     ],
 )
 def test_malformed_config_is_a_value_error(pool, tokenizer_dir, override, message):
@@ -77,3 +79,24 @@ def test_task_id_column_and_baselines_validate(pool, tokenizer_dir):
     for selector in ("random", "sequential", "offline_easy2hard", "implicit_only"):
         cfg = compose(base_overrides(pool, tokenizer_dir, f"bots.selector={selector}", "bots.task_id_field=task_id"))
         assert check_config(cfg).selector == selector
+
+
+def test_random_subset_with_a_seed_or_without_shuffle_is_accepted(pool, tokenizer_dir):
+    for extra in (["data.train_max_samples=6", "data.seed=3"], ["data.train_max_samples=6", "data.shuffle=false"]):
+        check_config(compose(base_overrides(pool, tokenizer_dir, *extra)))
+
+
+def test_relative_run_log_dir_is_resolved_once_by_the_driver(pool, tokenizer_dir, tmp_path, monkeypatch):
+    """The driver resolves ``bots.run_log.dir``; the task runner (a Ray process that may run in another working
+    directory) writes metrics.jsonl into that same directory."""
+    launch, elsewhere = tmp_path / "launch", tmp_path / "elsewhere"
+    launch.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(launch)
+    config = compose(base_overrides(pool, tokenizer_dir, "bots.run_log.dir=runs/r1", "bots.dry_run=true"))
+    run(config)
+    assert config.bots.run_log.dir == str(launch / "runs" / "r1")
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("VERL_FILE_LOGGER_PATH", raising=False)
+    use_run_log(config)  # what BOTSTaskRunner.run does first
+    assert os.environ["VERL_FILE_LOGGER_PATH"] == str(launch / "runs" / "r1" / "metrics.jsonl")

@@ -6,7 +6,8 @@ import uuid
 
 import numpy as np
 import pytest
-from conftest import put_trajectories
+import torch
+from integration_helpers import put_trajectories
 
 from bots_verl.integration.outcomes import SuccessRule, aggregate_outcomes, read_outcomes, session_keys
 from bots_verl.integration.tasks import TaskIndex
@@ -61,4 +62,46 @@ def test_unmappable_reward_is_an_error(ray_tq):
         read_outcomes(keys, tags, "train", task_path=PATH, rule=SuccessRule())
     with pytest.raises(ValueError, match="no task id field"):
         read_outcomes(keys, tags, "train", task_path=("extra_info", "task"), rule=SuccessRule("threshold"))
+    tq.kv_clear(keys=keys, partition_id="train")
+
+
+class ColocatedRewardModel:
+    """A reward model's output as verl's RewardLoopManager.compute_rm_score returns it (the model itself needs a
+    GPU): a score of 0.2 on the last response token and ``acc`` among the reward extra keys."""
+
+    def __init__(self, acc: list[int]):
+        self.acc = acc
+
+    def compute_rm_score(self, data):
+        from tensordict import TensorDict
+        from verl import DataProto
+
+        responses = data.batch["responses"]
+        scores = torch.zeros(responses.shape, dtype=torch.float32)
+        scores[:, -1] = 0.2
+        return DataProto(
+            batch=TensorDict({"rm_scores": scores}, batch_size=len(self.acc)),
+            non_tensor_batch={"acc": np.array(self.acc, dtype=object)},
+            meta_info={"reward_extra_keys": ["acc"]},
+        )
+
+
+@pytest.mark.parametrize("acc", [[0, 0, 1], [1, 1, 0]])
+def test_acc_of_a_colocated_reward_model_is_read_where_verl_writes_it(ray_tq, acc):
+    """Without a streaming reward the trajectories carry no reward_extra_info; verl's own ``_compute_reward_colocate``
+    then writes rm_scores and ``acc`` as top-level fields. A score of 0.2 with acc=0 is a failure."""
+    import transfer_queue as tq
+    from transfer_queue import KVBatchMeta
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    prompts = [{**p, "raw_prompt": [{"role": "user", "content": "what is 1 plus 2 ?"}]} for p in _prompts([21])]
+    keys, tags = put_trajectories(prompts, [[0, 0, 0]], extra=lambda i, s, v: {})
+    trainer = PPOTrainerSync.__new__(PPOTrainerSync)  # only the reward step runs; it needs these two attributes
+    trainer.reward_loop_manager = ColocatedRewardModel(acc)
+    trainer.tokenizer = type("Tokenizer", (), {"pad_token_id": 0})()
+    trainer._compute_reward_colocate(KVBatchMeta(keys=keys, tags=tags, partition_id="train"))
+    for rule in (SuccessRule(), SuccessRule("acc")):
+        outcomes = read_outcomes(keys, tags, "train", task_path=PATH, rule=rule)
+        assert [o.success for o in outcomes] == [float(a) for a in acc]
+        assert all(o.score == pytest.approx(0.2) for o in outcomes)
     tq.kv_clear(keys=keys, partition_id="train")

@@ -11,7 +11,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 from bots_verl.core import build_selector
 from bots_verl.integration.actor import create_posterior_actor
-from bots_verl.integration.sampler import BOTSSampler, PosteriorLostError
+from bots_verl.integration.sampler import BOTSSampler, PosteriorLostError, checkpoint_sampler_state
 
 N, B = 30, 4
 IDS = [f"task{i}" for i in range(N)]
@@ -84,6 +84,23 @@ def test_data_pt_resume_is_exact(ray_tq, tmp_path, selector):
     assert head + tail == full
 
 
+def _wait_until_dead(actor, timeout: float = 60.0) -> None:
+    """``ray.kill`` only requests the kill; a call made before it lands still succeeds (the cause of this test's
+    occasional failure on a loaded machine), so wait until the actor refuses calls."""
+    import time
+
+    import ray
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.incarnation_token.remote(), timeout=timeout)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the killed actor still answers")
+
+
 def test_killed_actor_fails_loudly_then_resumes_from_checkpoint(ray_tq, tmp_path):
     import ray
 
@@ -95,6 +112,7 @@ def test_killed_actor_fails_loudly_then_resumes_from_checkpoint(ray_tq, tmp_path
     _, it = _run(loader, sampler, 3)
     torch.save(loader.state_dict(), tmp_path / "data.pt")
     ray.kill(actor, no_restart=True)
+    _wait_until_dead(actor)
     with pytest.raises(PosteriorLostError, match="Resume from the last"):
         next(it)
     loader2, sampler2 = _loader(_actor())
@@ -137,3 +155,44 @@ def test_bad_configuration_is_a_value_error(ray_tq):
     first = create_posterior_actor(name, "bots_tests", selector="random", num_tasks=N)  # noqa: F841 (keeps it alive)
     with pytest.raises(ValueError, match="already exists"):
         create_posterior_actor(name, "bots_tests", selector="random", num_tasks=N)
+
+
+def test_dispatch_log_and_counters_ride_in_data_pt(ray_tq, tmp_path):
+    loader, sampler = _loader(_actor())
+    it = iter(loader)
+    served = []
+    for step in (1, 2):
+        sampler.begin_step(step)
+        batch = next(it).tolist()
+        served.append((step, batch))
+        sampler.update(*_evidence(batch))
+        figures = sampler.end_step()
+        assert figures == {"dispatched": B, "stale_dispatches": 0, "repeat_dispatches": 0}
+    torch.save(loader.state_dict(), tmp_path / "data.pt")
+    state = checkpoint_sampler_state(tmp_path / "data.pt")
+    assert state["dispatch_log"] == [[s, b] for s, b in served] and state["updates"] == 2
+    assert state["attempts"] == 2 * B * 8
+    fresh_loader, fresh = _loader(_actor())
+    fresh_loader.load_state_dict(torch.load(tmp_path / "data.pt", weights_only=False))
+    next(iter(fresh_loader))  # torchdata applies the state lazily, at the next iterator
+    assert fresh.dispatch_log() == served and fresh.updates == 2 and fresh.attempts == 2 * B * 8
+
+
+def test_version_1_checkpoints_still_load(ray_tq, tmp_path):
+    loader, sampler = _loader(_actor())
+    _run(loader, sampler, 1)
+    state = loader.state_dict()
+    old = state["_sampler_iter_state"]["sampler_state"]
+    for key in ("updates", "attempts", "dispatch_log"):
+        old.pop(key)  # what version 1 of the sampler wrote
+    old["version"] = 1
+    fresh_loader, fresh = _loader(_actor())
+    fresh_loader.load_state_dict(state)
+    next(iter(fresh_loader))
+    assert fresh.updates == 0 and fresh.dispatch_log() == []
+
+
+def test_checkpoint_without_bots_state_is_refused(tmp_path):
+    torch.save({"_sampler_iter_state": {"sampler_state": None}}, tmp_path / "data.pt")
+    with pytest.raises(ValueError, match="no BOTS sampler state"):
+        checkpoint_sampler_state(tmp_path / "data.pt")

@@ -1,34 +1,40 @@
-"""BOTSTrainer's overrides on a partially built trainer (verl's own test pattern), with real hydra config, real
-RLHFDataset from a local parquet + tokenizer, real StatefulDataLoader, Ray actor and TransferQueue.
+"""BOTSTrainer's overrides on a trainer built by its real ``__init__``, ``_init_tokenizer`` and ``_init_dataloader``
+(real hydra config, RLHFDataset, StatefulDataLoader, posterior actor, TransferQueue), with the rollout faked.
 
-Only the rollout and the PPO update need GPUs: ``agent_loop_manager.generate_sequences`` is replaced by a fake
-that writes trajectories to TransferQueue like verl's AgentLoopWorkerTQ, and ``_step_once`` returns those
-trajectories (padded by verl's real ``upsample_batch_to_divisible_size``) instead of training on them.
+These check what a real run cannot show directly (``test_e2e_on_cpu.py`` runs the real thing): which task each
+outcome is credited to when positions and task ids differ, which selections DAPO refills are served from, and
+reading a pool whose files verl copied from a remote path. ``agent_loop_manager.generate_sequences`` is a fake that
+writes trajectories to TransferQueue as verl's AgentLoopWorkerTQ does (with outcomes the test knows), and
+``_step_once`` returns them instead of training on them; everything else in ``trainer.step`` is verl's and ours.
 """
 
 from __future__ import annotations
 
+import os
+import stat
+
 import numpy as np
 import pytest
-import torch
-from conftest import base_overrides, compose, make_pool, put_trajectories
+import transfer_queue as tq
+from integration_helpers import base_overrides, compose, make_pool, put_trajectories
 from omegaconf import OmegaConf
+from transfer_queue import KVBatchMeta
 
-from bots_verl.integration.trainer import BOTSReplayBuffer, BOTSTrainer
+from bots_verl.integration.trainer import BOTSTrainer, canonical_order
 
 N_ROLLOUTS = 4
 
 
 def _success(task_id: int, session: int) -> float:
-    # deterministic "policy": tasks with larger ids are easier
+    # deterministic "policy": how often a task succeeds depends on its id
     return float((task_id * 7 + session * 3) % 10 < (task_id - 1000) % 10)
 
 
 class FakeRollout:
-    """Stands in for the GPU agent loop: writes rollout.n trajectories per prompt to TransferQueue."""
+    """Stands in for the agent loop: writes rollout.n trajectories per dispatched prompt to TransferQueue."""
 
     def __init__(self):
-        self.keys, self.tags, self.task_ids = [], [], []
+        self.keys, self.tags, self.dispatched = [], [], []
 
     def generate_sequences(self, batch):
         prompts = []
@@ -40,49 +46,39 @@ class FakeRollout:
         keys, tags = put_trajectories(prompts, wins, scores=scores)
         self.keys += keys
         self.tags += tags
-        self.task_ids.append([p["index"] for p in prompts])
+        self.dispatched += [p["index"] for p in prompts]
 
 
-def _trainer(config, tokenizer_dir):
-    from transfer_queue import KVBatchMeta
-    from transformers import AutoTokenizer
+def _trainer(config, refills: tuple[int, ...] = ()):
+    """A BOTSTrainer whose step dispatches the batch, then ``refills`` extra prompts (as DAPO's refill_fn does)."""
     from verl.trainer.ppo.padding_utils import upsample_batch_to_divisible_size
 
-    trainer = BOTSTrainer.__new__(BOTSTrainer)
-    trainer.config = config
-    from bots_verl.integration.outcomes import SuccessRule
-    from bots_verl.integration.settings import parse_bots_config
-
-    trainer.bots = parse_bots_config(config)
-    trainer._bots_rule = SuccessRule(trainer.bots.success_rule, trainer.bots.success_threshold)
-    trainer._bots_evicted = []
-    trainer.trainer_mode = "sync"
-    trainer.parameter_sync_step = 1
+    trainer = BOTSTrainer(config)
+    trainer._init_tokenizer()
     trainer.global_steps = 1
-    trainer.tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-    trainer.processor = None
     trainer._init_dataloader()
     rollout = FakeRollout()
     trainer.agent_loop_manager = rollout
 
     def step_once(metrics, timing_raw, sample_batch_size):
+        for count in refills:
+            trainer._add_prompts_to_generate(count)  # verl's refill path: more prompts mid-step
         batch = KVBatchMeta(keys=list(rollout.keys), tags=list(rollout.tags), partition_id="train")
         rollout.keys, rollout.tags = [], []
-        return upsample_batch_to_divisible_size(batch, 6, eos_token_id=1)  # real verl padding rows
+        return upsample_batch_to_divisible_size(batch, 32, eos_token_id=1)  # real verl padding rows
 
     trainer._step_once = step_once
     return trainer, rollout
 
 
 def _steps(trainer, rollout, n):
-    import transfer_queue as tq
-
     out = []
     for _ in range(n):
         metrics = {}
-        batch = trainer.step(metrics, {})  # verl's PPOTrainer.step + our posterior update
+        start = len(rollout.dispatched)
+        batch = trainer.step(metrics, {})  # verl's PPOTrainer.step + our brackets and posterior update
         tq.kv_clear(keys=batch.keys, partition_id=batch.partition_id)  # as fit() does
-        out.append((rollout.task_ids[-1], metrics))
+        out.append((rollout.dispatched[start:], metrics))
         trainer.global_steps += 1
     return out
 
@@ -96,74 +92,151 @@ def config(tmp_path, tokenizer_dir):
     return cfg
 
 
-def test_step_updates_posterior_and_logs(ray_tq, config, tokenizer_dir):
+def test_evidence_lands_on_task_ids_despite_reordered_positions(ray_tq, config):
     import ray
 
-    trainer, rollout = _trainer(config, tokenizer_dir)
+    trainer, rollout = _trainer(config)
     assert len(trainer.train_dataset) == 30 and trainer.train_dataloader.num_workers == 0
+    assert trainer.replay_buffer.poll_interval == 0.05  # bots.replay_poll_interval, not verl's 2 s
     results = _steps(trainer, rollout, 3)
     ids, metrics = results[-1]
-    assert len(set(ids)) == 4
-    for key in (
-        "bots/batch/effective_task_ratio",
-        "bots/rollouts",
-        "bots/select_ms",
-        "bots/update_ms",
-        "bots/tasks_ever_selected",
-        "bots/implicit/capability_mu",
-        "bots/posterior/ess_avg",
-    ):
-        assert key in metrics, key
-    assert metrics["bots/rollouts"] == 4 * N_ROLLOUTS  # padding rows not counted
+    assert len(set(ids)) == 4 and metrics["bots/rollouts"] == 4 * N_ROLLOUTS
+    assert metrics["bots/padding_rows"] == 32 - 4 * N_ROLLOUTS  # padding rows were there and were skipped
     assert metrics["bots/tasks_ever_selected"] == len({t for step_ids, _ in results for t in step_ids})
-    # the evidence landed on the rows with those task ids, despite train_max_samples reordering positions
+    # the evidence landed on the rows with those task ids, although train_max_samples reordered the positions
+    positions = trainer.bots_task_index.positions(results[0][0])
+    assert list(positions) != [t - 1000 for t in results[0][0]]
     alpha, beta = ray.get(trainer.bots_sampler.actor.posterior.remote())
-    first_ids = results[0][0]
-    positions = trainer.bots_task_index.positions(first_ids)
-    wins = np.array([sum(_success(t, s) for s in range(N_ROLLOUTS)) for t in first_ids])
+    wins = np.array([sum(_success(t, s) for s in range(N_ROLLOUTS)) for t in results[0][0]])
     untouched = np.setdiff1d(np.arange(30), trainer.bots_task_index.positions([t for r in results for t in r[0]]))
     assert np.all(alpha[positions] + beta[positions] > alpha[untouched[0]] + beta[untouched[0]])
     assert np.corrcoef(wins, alpha[positions] / (alpha[positions] + beta[positions]))[0, 1] > 0.5
 
 
-def test_checkpoint_resume_matches_uninterrupted(ray_tq, config, tokenizer_dir, tmp_path):
-    trainer, rollout = _trainer(config, tokenizer_dir)
-    full = [ids for ids, _ in _steps(trainer, rollout, 4)]
+class RecordingActor:
+    """Forwards every call to the real posterior actor and records selections and updates, in order."""
 
-    config.bots.actor.name = config.bots.actor.name + "_b"
-    trainer, rollout = _trainer(config, tokenizer_dir)
-    head = [ids for ids, _ in _steps(trainer, rollout, 2)]
-    torch.save(trainer.train_dataloader.state_dict(), tmp_path / "data.pt")  # verl's _save_checkpoint
+    def __init__(self, actor, events: list):
+        self._actor, self._events = actor, events
 
-    config.bots.actor.name = config.bots.actor.name + "_c"
-    resumed, rollout = _trainer(config, tokenizer_dir)
-    # verl's _load_checkpoint
-    resumed.train_dataloader.load_state_dict(torch.load(tmp_path / "data.pt", weights_only=False))
-    resumed.global_steps = 3
-    tail = [ids for ids, _ in _steps(resumed, rollout, 2)]
-    assert head + tail == full
+    def __getattr__(self, method):
+        target = getattr(self._actor, method)
+        events = self._events
+
+        class Method:
+            @staticmethod
+            def remote(*args):
+                ref = target.remote(*args)
+                if method in ("select", "update"):
+                    import ray
+
+                    result = ray.get(ref)
+                    events.append((method, [int(i) for i in np.asarray(result[0])] if method == "select" else None))
+                    return ray.put(result)
+                return ref
+
+        return Method
 
 
-def test_dapo_evicted_groups_reach_the_posterior(ray_tq, config, tokenizer_dir):
-    import transfer_queue as tq
-
+def test_dapo_refills_are_selected_after_the_last_update_and_never_repeat_a_task(ray_tq, config):
     config.algorithm.filter_groups.enable = True
     config.algorithm.filter_groups.metric = "acc"
-    trainer, rollout = _trainer(config, tokenizer_dir)
-    trainer.global_steps = 1
-    buffer = trainer._build_replay_buffer()  # verl's DAPO-configured buffer, class rebound
-    assert isinstance(buffer, BOTSReplayBuffer) and buffer.filter_groups_metric == "acc"
-    prompts = [{"uid": "evicted", "index": 1005, "extra_info": {"index": 1005}}]
-    keys, tags = put_trajectories(prompts, [[1, 1, 1, 1]])
-    buffer.partitions["train"].update(dict(zip(keys, tags, strict=True)))
-    buffer._clear_groups("train", {"evicted"})  # what ReplayBuffer.sample does with all-1 groups
-    assert [o.task_id for o in trainer._bots_evicted] == [1005] * 4
-    assert not tq.kv_list("train").get("train", {}).keys() & set(keys)  # verl still deleted them
-    metrics = trainer.bots_update(__import__("transfer_queue").KVBatchMeta(keys=[], tags=[], partition_id="train"))
-    assert metrics["bots/rollouts"] == 4 and metrics["bots/evicted_rollouts"] == 4
+    trainer, rollout = _trainer(config, refills=(3, 2, 4))
+    assert trainer.train_dataloader.batch_size == 1  # verl forced gen_batch_size=1; the rebuilt loader follows it
+    events: list = []
+    trainer.bots_sampler.actor = RecordingActor(trainer.bots_sampler.actor, events)
+    results = _steps(trainer, rollout, 4)
+    updates = [i for i, (kind, _) in enumerate(events) if kind == "update"]
+    assert len(updates) == 4
+    for step, (task_ids, metrics) in enumerate(results):
+        assert len(task_ids) == 4 + 3 + 2 + 4
+        assert len(set(task_ids)) == len(task_ids), f"step {step + 1} dispatched a task twice: {task_ids}"
+        # zero lag: every position served in this step was selected after the previous step's update
+        begin = updates[step - 1] if step else -1
+        fresh = {p for kind, chosen in events[begin + 1 : updates[step]] if kind == "select" for p in chosen}
+        served = set(trainer.bots_task_index.positions(task_ids).tolist())
+        assert served <= fresh, f"step {step + 1} served stale selections {sorted(served - fresh)}"
+        assert metrics["bots/dispatched"] == 13 and metrics["bots/stale_dispatches"] == 0
+        assert metrics["bots/repeat_dispatches"] == 0 and metrics["bots/rollouts"] == 13 * N_ROLLOUTS
+
+
+def test_rows_reach_the_update_in_an_order_independent_of_arrival(ray_tq):
+    prompts = [{"uid": f"u{i}", "index": 1000 + i, "extra_info": {"index": 1000 + i}} for i in range(3)]
+    wins = [[1, 0, 1, 0], [0, 0, 1, 1], [1, 1, 1, 0]]
+    first = put_trajectories(prompts, wins, partition_id="canon_a")
+    # the same responses, arriving in another order and answered to other sessions
+    shuffled = [dict(p, uid=f"v{i}") for i, p in enumerate(prompts)][::-1]
+    second = put_trajectories(shuffled, [row[::-1] for row in wins[::-1]], partition_id="canon_b")
+    order_a = {f"u{i}": i for i in range(3)}
+    order_b = {f"v{i}": i for i in range(3)}
+    keys_a, _ = canonical_order(*first, "canon_a", order_a)
+    keys_b, _ = canonical_order(*second, "canon_b", order_b)
+
+    def rows(keys, partition):
+        data = tq.kv_batch_get(keys=keys, partition_id=partition, select_fields=["index", "rm_scores"])
+        return [(int(i), float(s.sum())) for i, s in zip(list(data["index"]), data["rm_scores"].unbind(0), strict=True)]
+
+    assert rows(keys_a, "canon_a") == rows(keys_b, "canon_b")
+    assert [k.split("_")[0] for k in keys_a] == ["u0"] * 4 + ["u1"] * 4 + ["u2"] * 4
+    tq.kv_clear(keys=first[0], partition_id="canon_a")
+    tq.kv_clear(keys=second[0], partition_id="canon_b")
+
+
+def test_reference_columns_are_read_from_the_local_copies_of_remote_files(ray_tq, tmp_path, tokenizer_dir, monkeypatch):
+    """``data.train_files=hdfs://...``: verl copies the file (copy_to_local); the reference columns come from the copy.
+
+    There is no HDFS here, so a stand-in ``hdfs`` command line (``hdfs dfs -get SRC DST`` copies from a local
+    "remote" directory) is put where verl's hdfs_io looks for the binary; verl's own copy code runs unchanged.
+    """
+    import verl.utils.hdfs_io as hdfs_io
+
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    frame = make_pool(remote / "train.parquet", 12)
+    cli = tmp_path / "hdfs"
+    cli.write_text(f'#!/bin/sh\n# hdfs dfs -get SRC DST\nsrc="$3"; cp "{remote}/${{src##*/}}" "$4"\n')
+    cli.chmod(cli.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setattr(hdfs_io, "_HDFS_BIN_PATH", str(cli))
+    overrides = base_overrides("hdfs://cluster/data/train.parquet", tokenizer_dir, f"+data.cache_dir={tmp_path}/cache")
+    cfg = compose(overrides)
+    trainer = BOTSTrainer(cfg)
+    trainer._init_tokenizer()
+    trainer._init_dataloader()
+    local = list(trainer.train_dataset.data_files)
+    assert local != ["hdfs://cluster/data/train.parquet"] and os.path.isfile(local[0])
+    assert sorted(trainer.bots_task_index.task_ids) == sorted(frame["extra_info"].map(lambda e: e["index"]))
 
 
 def test_bad_settings_fail_in_constructor(config):
     config.data.dataloader_num_workers = 2
     with pytest.raises(ValueError, match="dataloader_num_workers"):
         BOTSTrainer(config)
+    config.data.dataloader_num_workers = 0
+    config.data.seed = None  # train_max_samples=30 with shuffle and no seed: another subset in every process
+    with pytest.raises(ValueError, match="data.seed"):
+        BOTSTrainer(config)
+    config.data.seed = 5
+    config.bots.replay_poll_interval = 0
+    with pytest.raises(ValueError, match="replay_poll_interval"):
+        BOTSTrainer(config)
+
+
+def test_resume_without_the_posterior_is_refused(ray_tq, config, tmp_path):
+    """A checkpoint whose data.pt is missing (or empty) would resume the model with the posterior back at the prior."""
+    import torch
+
+    ckpt = tmp_path / "ckpt"
+    (ckpt / "global_step_2" / "actor").mkdir(parents=True)
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("2")
+    config.trainer.default_local_dir = str(ckpt)
+    trainer = BOTSTrainer(config)
+    with pytest.raises(FileNotFoundError, match="data.pt is missing"):
+        trainer.init()  # refused before any worker starts
+
+    # the same check after verl's own load (e.g. an empty data.pt): only the actor load is stubbed (it needs workers)
+    torch.save({}, ckpt / "global_step_2" / "data.pt")
+    trainer._init_tokenizer()
+    trainer._init_dataloader()
+    trainer.actor_rollout_wg = type("Workers", (), {"load_checkpoint": lambda self, **kwargs: None})()
+    with pytest.raises(FileNotFoundError, match="global_step_2 but its data.pt is missing or empty"):
+        trainer._load_checkpoint()

@@ -1,0 +1,175 @@
+"""The verl 0.9.1 code that bots-verl's glue and CPU backend depend on, pinned by a hash of its source.
+
+``bots_verl.integration.trainer`` and ``bots_verl.verl_cpu`` extend verl without patching its files, but some of
+that extension touches private names (``_clear_groups``, ``_select_prompt_uids``, ``_ROLLOUT_REGISTRY``, the class
+rebinding of the replay buffer, the registry swap in the task runner) or relies on what a function does (the trainer
+reading verl's dataloader, the weight version that seeds the rollout). Each entry of :data:`PINS` names one verl
+object, the sha256 of its source in verl 0.9.1 and what of ours to re-check when it changes;
+``tests/integration/test_verl_pins_on_cpu.py`` fails with that message as soon as an installed verl differs.
+
+After re-checking, update the hash with ``python -m bots_verl.integration.verl_pins`` (prints the current hashes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import logging
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PINS", "VERL_VERSION", "changed_pins", "source_hash"]
+
+VERL_VERSION = "0.9.1"
+
+# "module:qualname" -> (sha256 of inspect.getsource, what depends on it)
+PINS: dict[str, tuple[str, str]] = {
+    "verl.trainer.ppo.v1.replay_buffer:ReplayBuffer.__init__": (
+        "0c37a4862999198830cd4b4835116df2d6e672d105caee9491487f748d94bb90",
+        "BOTSTrainer sets the instance's poll_interval (bots.replay_poll_interval) after verl built it",
+    ),
+    "verl.trainer.ppo.v1.replay_buffer:ReplayBuffer._wait_for_next_poll": (
+        "10088bf03da693830d23be51540b04ad3e21e34566f70cbe8863f2867873f8cd",
+        "the poll sleeps self.poll_interval (BOTSReplayBuffer shortens it)",
+    ),
+    "verl.trainer.ppo.v1.replay_buffer:ReplayBuffer._clear_groups": (
+        "46adae90d465f15a4bd3ff1154da6dba5c27a8288030e11aeb2bd477e8e87b42",
+        "BOTSReplayBuffer._clear_groups reads evicted DAPO groups from self.partitions before calling it",
+    ),
+    "verl.trainer.ppo.v1.replay_buffer:ReplayBuffer._select_prompt_uids": (
+        "d54921984c037a787c87aed3f59301fcbaafc66c2871a845ad37bad5104628ab",
+        "BOTSReplayBuffer._select_prompt_uids re-implements it with a deterministic tie-break (same returns)",
+    ),
+    "verl.trainer.ppo.v1.replay_buffer:ReplayBuffer._materialize_batch": (
+        "f9fe1d149509051822a4579c6d565ed424a489a8d00e092f3b93bf799cdfcbda",
+        "BOTSReplayBuffer._materialize_batch sorts its train batch (canonical_order)",
+    ),
+    "verl.trainer.ppo.v1.replay_buffer:ReplayBuffer.sample": (
+        "cdcecebeb7f0b44e9726b62e208fb6821023591d8b91b0a9ad56750a96363e43",
+        "the three overrides above are the steps sample() calls; DAPO refills go through refill_fn",
+    ),
+    "verl.trainer.ppo.v1.trainer_base:PPOTrainer._build_replay_buffer": (
+        "c6c5bd0783311ea3ed37f2f5054eb1d23533deb76b181643419b2f37897f38be",
+        "BOTSTrainer rebinds the built-in ReplayBuffer instance to BOTSReplayBuffer (keeps verl's DAPO kwargs)",
+    ),
+    "verl.trainer.ppo.v1.trainer_base:PPOTrainer._init_dataloader": (
+        "86cf3749e087b883b1ddfd5b153f1e8c0d1bc83aaa0c66bf43ce63c04602d3c4",
+        "BOTSTrainer rebuilds train_dataloader from the loader verl built here (_with_sampler)",
+    ),
+    "verl.trainer.ppo.v1.trainer_base:PPOTrainer._fetch_one_gen_batch": (
+        "d62e586d520574133029d1362d2355d811d516987578a3b0e1076b8728a81232",
+        "BOTSTrainer records the dispatch order of the uids assigned here",
+    ),
+    "verl.trainer.ppo.v1.trainer_base:PPOTrainer._load_checkpoint": (
+        "bb446d77c48ac6cc633e86c83b7195b78d899ece10d1b5e7150908acddb17265",
+        "BOTSTrainer.init resolves the same resume folder; _load_checkpoint detects a missing data.pt through "
+        "train_dataloader.next_iter_state",
+    ),
+    "verl.trainer.ppo.v1.trainer_base:PPOTrainer.step": (
+        "e22f53aadb7805d2d15d16ba6528b6ef8628dfab5949ef00abbc339f5a35ec80",
+        "BOTSTrainer.step brackets it (sampler.begin_step/end_step) and updates the posterior after it",
+    ),
+    "verl.trainer.ppo.v1.trainer_base:PPOTrainer._compute_reward_colocate": (
+        "f0092bcdfbd5baf70591b13d13f05d4e6cc9817ba7b987636bdfb6597ceb23c3",
+        "outcomes.read_outcomes reads the reward extra keys (acc) it writes as top-level fields",
+    ),
+    "verl.trainer.ppo.v1.trainer_base:get_trainer_cls": (
+        "a5b3ce304945430aab0745b6251336d8ddc9cf628015ca2cab4fac68d1f66663",
+        "BOTSTaskRunner swaps TRAINER_REGISTRY[mode] for BOTSTrainer (trainer_registered)",
+    ),
+    "verl.trainer.main_ppo:TaskRunnerV1.run": (
+        "26be986901db888bb7ccbec7a7b8eb90365de42a426e6fbf119e6e8d445dde7c",
+        "BOTSTaskRunner.run calls it with BOTSTrainer registered for the mode it looks up",
+    ),
+    "verl.trainer.ppo.v1.trainer_sync:PPOTrainerSync": (
+        "beb30ff5187a75b9ddb4737abf789a098ed5547cae50ff37394be14eadcbaa4a",
+        "weights reach the rollout with global_steps = the step just trained (the hf server's seed version)",
+    ),
+    "verl.trainer.ppo.v1.agent_loop_tq:AgentLoopWorkerTQ._agent_loop_postprocess": (
+        "523edacbff73640dee470baf8c1f09fb3450e4095c05d5d2226f9ef706604b5b",
+        "trajectory keys {uid}_{session}_{output} and the fields outcomes.py and canonical_order read",
+    ),
+    "verl.utils.dataset.rl_dataset:RLHFDataset._download": (
+        "3c801c9bdead5d2c24eb3345ba5323d338aa6c2eb559710ab00fd2b5e47a3467",
+        "BOTSTrainer reads reference columns from dataset.data_files, the local copies made here",
+    ),
+    "verl.utils.distributed:initialize_global_process_group_ray": (
+        "761a94d1a2e058d31a0ac231c89a142abf5daf822e333bac75e84cafcf7507ac",
+        "verl_cpu.compat.gloo_process_group passes backend='gloo' when the caller gives none",
+    ),
+    "verl.workers.engine.fsdp.transformer_impl:FSDPEngine._build_fsdp_module": (
+        "35b7b539858443e45894da2d9675fb5a1d7b2bbb7c7c8b35605b0746d3179213",
+        "verl_cpu.compat.unpinned_offload_policy replaces the CPUOffloadPolicy this constructs",
+    ),
+    "verl.workers.engine.base:EngineRegistry": (
+        "f07ea16011005a58e50c947fd25b18b43da47c2b86aea5e0f51ad9db15033421",
+        "verl_cpu.hooks registers the FSDP engines for device cpu through EngineRegistry.register",
+    ),
+    "verl.workers.rollout.base:get_rollout_class": (
+        "d0be5827f1214f04fa25ce71c8df8b6297540e8dd714bec35245ec63f932fb74",
+        "verl_cpu.hooks adds ('hf', 'async') to the private _ROLLOUT_REGISTRY this reads",
+    ),
+    "verl.workers.rollout.replica:RolloutReplica": (
+        "5983e713558c4e04aee091e92a47ba52269def5bea650ab1bebc2868fbcb5775",
+        "verl_cpu.hf_rollout.HFReplica subclasses it (launch_servers, servers, _server_handle, max_concurrency)",
+    ),
+    "verl.workers.rollout.replica:RolloutReplicaRegistry": (
+        "3f6c8ceeaee4b6b2cfc1aa0d4e3abfa048d5510929da01f73f0209ee299ba280",
+        "verl_cpu.hooks registers the hf replica",
+    ),
+    "verl.workers.rollout.llm_server:LLMServerClient.generate": (
+        "45f4cf4029f0be37b7de9c19972b0606b8052cf81c937e1b0f836c38d022acdb",
+        "the keyword arguments and TokenOutput fields of the hf server's generate",
+    ),
+    "verl.workers.engine_workers:ActorRolloutRefWorker.update_weights": (
+        "ea8f2ec1eb8a448116158a58f1bf402657e312858ef4b0e45f799682c7efd11c",
+        "how HFServerAdapter.update_weights is called (generator of full tensors, global_steps, peft_config)",
+    ),
+    "verl.plugin.platform.platform_manager:_detect_platform_name": (
+        "8dffc2174390e96d2f5465fa2d5aa55cd1195b21583c0ed0665f7256034a3983",
+        "VERL_PLATFORM=cpu selects verl_cpu's registered platform",
+    ),
+    "verl.plugin.platform.platform_base:PlatformBase": (
+        "a521d0ace428d2367866ad6dd829c74c684dcc6e175526ae37409550a3f7840c",
+        "verl_cpu.platform.PlatformCPU implements this interface",
+    ),
+}
+
+
+def _resolve(target: str) -> Any:
+    module_name, qualname = target.split(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def source_hash(target: str) -> str:
+    """sha256 of the source of ``module:qualname``."""
+    return hashlib.sha256(inspect.getsource(_resolve(target)).encode()).hexdigest()
+
+
+def changed_pins() -> list[str]:
+    """One message per pinned object whose source differs from verl 0.9.1's (empty when all match)."""
+    messages = []
+    for target, (pinned, depends) in PINS.items():
+        try:
+            current = source_hash(target)
+        except (ImportError, AttributeError, OSError, TypeError) as exc:
+            messages.append(f"{target}: cannot be read ({exc}); re-check: {depends}")
+            continue
+        if current != pinned:
+            messages.append(f"{target} changed since verl {VERL_VERSION}; re-check: {depends}")
+    return messages
+
+
+def main() -> None:
+    """Print the current hash of every pinned object (to update :data:`PINS` after re-checking)."""
+    for target in PINS:
+        print(f"{target} {source_hash(target)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""Step time and start-up of real BOTS training on the CPU backend (verl's trainer, the toy task of :mod:`.toy`).
+
+Run as ``python -m bots_verl.verl_cpu.bench [--prompts 8 --n 4 --response-length 16 --steps 12 --warmup 2]``. It
+builds the toy model and data in a temporary directory, launches ``python -m bots_verl.main trainer.device=cpu ...``
+(the command a user runs), watches the run's ``metrics.jsonl`` as lines arrive and prints:
+
+- **start-up**: launch until the first training step starts (the arrival of step 1's line minus its
+  ``timing_s/step``), i.e. Ray, TransferQueue, FSDP, the rollout server and the reward workers;
+- **first step**: step 1's ``timing_s/step`` (it also starts the agent-loop worker, which verl creates lazily);
+- **median step** over the steps after ``--warmup``, with the medians of verl's phases (``gen`` = rollout and
+  reward, ``old_log_prob``, ``update_actor``, ``update_weights``) and the 1-minute load average before and after
+  (other processes on the machine inflate every figure);
+- **CPU time per step** of all the run's processes together (Ray's processes descend from the launched one): less
+  sensitive to other load than wall time; a step cannot take less than this divided by the number of cores.
+
+Extra ``key=value`` arguments after ``--`` are passed to ``bots_verl.main`` (e.g. ``-- bots.selector=random``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+PHASES = ("gen", "old_log_prob", "update_actor", "update_weights", "adv")
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+def _tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process and all its descendants (Ray's processes descend from the driver)."""
+    import psutil
+
+    total = 0.0
+    try:
+        root = psutil.Process(pid)
+        for proc in [root, *root.children(recursive=True)]:
+            try:
+                times = proc.cpu_times()
+                total += times.user + times.system
+            except psutil.Error:
+                continue
+    except psutil.Error:
+        pass
+    return total
+
+
+def run_and_watch(
+    command: list[str], metrics: Path, cwd: Path, timeout: float
+) -> tuple[float, dict[int, float], dict[int, float]]:
+    """Run ``command``; return (launch time, arrival time and CPU seconds of the run's processes at each step line)."""
+    log_path = cwd / "train.log"
+    arrivals: dict[int, float] = {}
+    cpu: dict[int, float] = {}
+    start = time.monotonic()
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+        seen = 0
+        while proc.poll() is None:
+            if time.monotonic() - start > timeout:
+                proc.kill()
+                break
+            if metrics.is_file():
+                lines = metrics.read_text().splitlines()
+                for line in lines[seen:]:
+                    if line.strip():
+                        step = int(json.loads(line)["step"])
+                        arrivals.setdefault(step, time.monotonic())
+                        cpu.setdefault(step, _tree_cpu_seconds(proc.pid))
+                seen = len(lines)
+            time.sleep(0.05)
+    if proc.returncode != 0:
+        raise RuntimeError(f"training exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
+    return start, arrivals, cpu
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Benchmark entry point."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--prompts", type=int, default=8, help="prompts per step (data.train_batch_size)")
+    parser.add_argument("--n", type=int, default=4, help="rollouts per prompt")
+    parser.add_argument("--response-length", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--warmup", type=int, default=2, help="steps left out of the median")
+    parser.add_argument("--tasks", type=int, default=100, help="pool size (at most 100)")
+    parser.add_argument("--hidden-size", type=int, default=64)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=1200.0)
+    parser.add_argument("--workdir", default=None, help="keep the run here (default: a temporary directory)")
+    parser.add_argument("extra", nargs="*", help="more bots_verl.main overrides (after --)")
+    args = parser.parse_args(argv)
+    if args.steps <= args.warmup:
+        parser.error("--steps must exceed --warmup")
+
+    from bots_verl.verl_cpu.toy import build_toy, toy_overrides
+
+    with tempfile.TemporaryDirectory(prefix="bots_cpu_bench_") as tmp:
+        work = Path(args.workdir or tmp).resolve()
+        work.mkdir(parents=True, exist_ok=True)
+        paths = build_toy(work / "toy", num_tasks=args.tasks, hidden_size=args.hidden_size, num_layers=args.layers)
+        run_dir = work / "run"
+        command = [
+            sys.executable,
+            "-m",
+            "bots_verl.main",
+            *toy_overrides(paths, args.prompts, args.n, args.response_length),
+            f"trainer.total_training_steps={args.steps}",
+            "trainer.save_freq=-1",
+            f"trainer.default_local_dir={work / 'ckpt'}",
+            f"bots.run_log.dir={run_dir}",
+            *args.extra,
+        ]
+        load_before = _load()
+        start, arrivals, cpu = run_and_watch(command, run_dir / "metrics.jsonl", work, args.timeout)
+        load_after = _load()
+        records = {}
+        for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+            if line.strip():
+                record = json.loads(line)
+                records[int(record["step"])] = record["data"]
+
+    steps = sorted(s for s in records if s > args.warmup)
+    step_s = [records[s]["timing_s/step"] for s in steps]
+    first = records[1]["timing_s/step"]
+    startup = arrivals[1] - start - first
+    phases = {
+        p: statistics.median(records[s].get(f"timing_s/{p}", 0.0) for s in steps)
+        for p in PHASES
+        if any(f"timing_s/{p}" in records[s] for s in steps)
+    }
+    model_params = args.hidden_size * args.hidden_size * 12 * args.layers  # rough, excluding embeddings
+    print(
+        f"CPU backend, toy Llama (hidden {args.hidden_size}, {args.layers} layers, ~{model_params / 1e6:.2f}M "
+        f"non-embedding params), {args.prompts} prompts x {args.n} rollouts, {args.response_length} new tokens, "
+        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, {os.cpu_count()} cores"
+    )
+    print(f"start-up to first step: {startup:.1f} s; first step: {first:.1f} s")
+    print(
+        f"median step after {args.warmup} warm-up steps ({len(step_s)} steps): {statistics.median(step_s):.3f} s "
+        f"(min {min(step_s):.3f}, max {max(step_s):.3f})"
+    )
+    print("phase medians: " + ", ".join(f"{p} {v:.3f} s" for p, v in phases.items()))
+    measured = [s for s in steps if s - 1 in cpu and s in cpu]
+    if measured:
+        per_step = (cpu[measured[-1]] - cpu[measured[0] - 1]) / len(measured)
+        print(f"CPU time of all the run's processes per step: {per_step:.2f} s (over {len(measured)} steps)")
+    print(f"load average (1 min): {load_before:.2f} before, {load_after:.2f} after")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""Driver-side set-up of a CPU run: the CPU settings, the environment of every Ray process, and Ray's resources.
+
+``python -m bots_verl.main trainer.device=cpu ...`` calls :func:`prepare` before anything resolves verl's platform:
+
+1. **Settings.** Every key of ``bots_verl/config/cpu_backend.yaml`` (fsdp2 in float32, eager attention, no
+   torch.compile, one logical GPU, one storage unit for TransferQueue, ``rollout.name=hf``, ...) is applied unless
+   the command line sets that key itself (so ``trainer.device=cpu`` alone is a working CPU config, and any key can
+   still be overridden).
+2. **Environment.** ``VERL_USE_EXTERNAL_MODULES=bots_verl.verl_cpu.register`` and ``VERL_PLATFORM=cpu`` (plus
+   ``OMP_NUM_THREADS`` and ``TOKENIZERS_PARALLELISM``) go into this process and into
+   ``ray_kwargs.ray_init.runtime_env.env_vars``, which verl's ``run_ppo`` passes to ``ray.init``, so the task
+   runner, workers, rollout server, agent-loop and reward workers all load the backend.
+3. **Ray.** ``ray_kwargs.ray_init`` gets ``num_gpus`` = the training ranks (logical GPUs: verl's resource pools
+   ask for GPU bundles) and ``num_cpus`` >= :data:`MIN_RAY_CPUS` (logical: TransferQueue's actors hang on a
+   2-core box with fewer).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "CPU_PROFILE",
+    "MIN_RAY_CPUS",
+    "activate",
+    "apply_cpu_settings",
+    "check_cpu_settings",
+    "env_vars",
+    "override_keys",
+    "prepare",
+    "set_ray_init",
+    "uses_cpu_backend",
+]
+
+CPU_PROFILE = Path(__file__).resolve().parent.parent / "config" / "cpu_backend.yaml"
+MODULE = "bots_verl.verl_cpu.register"
+MIN_RAY_CPUS = 8
+
+
+def uses_cpu_backend(config: DictConfig) -> bool:
+    """True when the config asks for the CPU backend (``trainer.device=cpu``)."""
+    return str(config.trainer.get("device", "cuda")) == "cpu"
+
+
+def override_keys(overrides: Iterable[str]) -> set[str]:
+    """Dotted keys set by hydra command-line overrides (``a.b=1``, ``+a.b=1``, ``++a.b=1``, ``~a.b``)."""
+    keys = set()
+    for item in overrides:
+        key = item.split("=", 1)[0].lstrip("+~").strip()
+        if key:
+            keys.add(key)
+    return keys
+
+
+def _leaves(node: Any, prefix: str = "") -> Iterable[tuple[str, Any]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _leaves(value, f"{prefix}.{key}" if prefix else str(key))
+    else:
+        yield prefix, node
+
+
+def env_vars() -> dict[str, str]:
+    """The environment every process of a CPU run needs."""
+    modules = [m for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m]
+    if MODULE not in modules:
+        modules.append(MODULE)
+    return {
+        "VERL_USE_EXTERNAL_MODULES": ",".join(modules),
+        "VERL_PLATFORM": "cpu",
+        # one BLAS thread per process: several processes share a few cores, oversubscription only slows them
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+        "TOKENIZERS_PARALLELISM": os.environ.get("TOKENIZERS_PARALLELISM", "false"),
+    }
+
+
+def activate(env: dict[str, str] | None = None) -> None:
+    """Load the CPU backend in this process (set its environment, register the platform and hooks).
+
+    Raises:
+        RuntimeError: if verl already resolved another platform in this process.
+    """
+    os.environ.update(env or env_vars())
+    from verl.plugin.platform import get_platform
+
+    import bots_verl.verl_cpu.register  # noqa: F401  (registers the platform and hooks)
+
+    platform = get_platform()
+    if platform.device_name != "cpu":
+        raise RuntimeError(
+            f"verl already resolved the {platform.device_name!r} platform in this process; the CPU backend must be "
+            "activated before verl picks a device"
+        )
+
+
+def apply_cpu_settings(config: DictConfig, user_keys: Iterable[str] = ()) -> list[str]:
+    """Set every key of ``cpu_backend.yaml`` that the command line did not set (in place).
+
+    Args:
+        config: the composed config.
+        user_keys: dotted keys the command line set (:func:`override_keys`); those keep their value.
+
+    Returns:
+        ``key=value`` strings of the settings that changed.
+    """
+    profile = OmegaConf.to_container(OmegaConf.load(CPU_PROFILE), resolve=True)
+    user = set(user_keys)
+    applied = []
+    with open_dict(config):
+        for key, value in _leaves(profile):
+            if key in user or OmegaConf.select(config, key, default=None) == value:
+                continue
+            OmegaConf.update(config, key, value, force_add=True)
+            applied.append(f"{key}={value}")
+    return applied
+
+
+def set_ray_init(config: DictConfig, env: dict[str, str]) -> None:
+    """Put the logical resources and the environment into ``ray_kwargs.ray_init`` (read by verl's ``run_ppo``)."""
+    ranks = int(config.trainer.n_gpus_per_node) * int(config.trainer.nnodes)
+    with open_dict(config):
+        ray_init = config.ray_kwargs.ray_init
+        ray_init.num_cpus = max(MIN_RAY_CPUS, int(ray_init.get("num_cpus", None) or 0))
+        ray_init.num_gpus = ranks
+        ray_init.include_dashboard = False
+        if ray_init.get("runtime_env", None) is None:
+            ray_init.runtime_env = {}
+        existing = ray_init.runtime_env.get("env_vars", None)
+        existing = OmegaConf.to_container(existing) if existing is not None else {}
+        ray_init.runtime_env.env_vars = {**existing, **env}
+
+
+def prepare(config: DictConfig, user_keys: Iterable[str] = ()) -> list[str]:
+    """Apply the CPU settings and Ray start-up to ``config`` (in place) and activate the backend in this process.
+
+    Args:
+        config: the composed config with ``trainer.device=cpu``.
+        user_keys: dotted keys the command line set (:func:`override_keys`); those keep their value.
+
+    Returns:
+        ``key=value`` strings of the settings applied.
+
+    Raises:
+        ValueError: for settings the CPU backend cannot run with.
+    """
+    applied = apply_cpu_settings(config, user_keys)
+    check_cpu_settings(config)
+    env = env_vars()
+    set_ray_init(config, env)
+    activate(env)
+    if applied:
+        logger.info("CPU backend settings: %s", " ".join(applied))
+    return applied
+
+
+def check_cpu_settings(config: DictConfig) -> None:
+    """Refuse settings the CPU backend cannot run with.
+
+    Raises:
+        ValueError: listing every offending key.
+    """
+    rollout = config.actor_rollout_ref.rollout
+    problems = []
+    if rollout.name != "hf":
+        problems.append(f"actor_rollout_ref.rollout.name={rollout.name} (the CPU backend generates with 'hf')")
+    if int(rollout.tensor_model_parallel_size) != 1:
+        problems.append(f"actor_rollout_ref.rollout.tensor_model_parallel_size={rollout.tensor_model_parallel_size}")
+    if int(config.trainer.nnodes) != 1:
+        problems.append(f"trainer.nnodes={config.trainer.nnodes} (the CPU backend runs on one machine)")
+    if config.actor_rollout_ref.model.get("use_remove_padding", False):
+        problems.append("actor_rollout_ref.model.use_remove_padding=true (needs flash-attn kernels)")
+    if problems:
+        raise ValueError("trainer.device=cpu cannot run with: " + "; ".join(problems))

@@ -1,0 +1,174 @@
+"""BOTS inside verl's real trainer, end to end on the CPU backend: nothing faked.
+
+Every run is ``python -m bots_verl.main trainer.device=cpu ...`` on the toy task (``bots_verl.verl_cpu.toy``): verl's
+real ``init()`` and ``fit()`` with Ray, TransferQueue, an FSDP2 actor and reference model, the ``hf`` rollout server,
+the reward loop, the replay buffer and checkpoints. The runs are shared between the assertions (module fixtures) to
+keep CI time modest:
+
+- **A** (reference): 4 GRPO steps of 6 prompts x 4 rollouts with a mini-batch of 4 prompts, so verl pads every step
+  with 8 synthetic rows; KL loss against a reference model; checkpoints at steps 2 and 4; a relative
+  ``bots.run_log.dir``.
+- **K**: A's configuration; the posterior actor is killed once the step-2 checkpoint is written.
+- **M**: K's checkpoint with ``data.pt`` removed, resumed.
+- **R**: K's step-2 checkpoint resumed in a new process to step 4, compared with A.
+- **D**: DAPO (``algorithm.filter_groups`` on ``acc``) for 2 steps.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from integration_helpers import ROOT, read_metrics, run_main, run_python, tail
+
+from bots_verl.integration.sampler import checkpoint_sampler_state
+from bots_verl.verl_cpu.smoke import compare_checkpoints
+from bots_verl.verl_cpu.toy import build_toy, toy_overrides
+
+pytestmark = pytest.mark.slow
+
+PROMPTS, N, STEPS = 6, 4, 4
+ROWS = PROMPTS * N
+# mini-batch of 4 prompts -> verl needs a multiple of 4 * N = 16 rows: 24 rollouts + 8 padding rows per step
+PADDING = 8
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory) -> dict[str, str]:
+    return build_toy(tmp_path_factory.mktemp("toy"))
+
+
+def _overrides(toy: dict[str, str], *extra: str) -> list[str]:
+    return [
+        *toy_overrides(toy, prompts=PROMPTS, n=N),
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.actor.use_kl_loss=true",
+        "actor_rollout_ref.actor.kl_loss_coef=0.01",
+        *extra,
+    ]
+
+
+@pytest.fixture(scope="module")
+def run_a(toy, tmp_path_factory) -> Path:
+    """Run A; returns its working directory (checkpoints in ``ckpt``, run log in ``runs/a``)."""
+    work = tmp_path_factory.mktemp("run_a")
+    proc = run_main(
+        _overrides(
+            toy,
+            f"trainer.total_training_steps={STEPS}",
+            "trainer.save_freq=2",
+            f"trainer.default_local_dir={work / 'ckpt'}",
+            "bots.run_log.dir=runs/a",
+        ),
+        cwd=work,
+    )
+    assert proc.returncode == 0, tail(proc)
+    return work
+
+
+def test_posterior_sees_every_rollout_and_no_padding(run_a):
+    metrics = read_metrics(run_a / "runs" / "a")
+    assert sorted(metrics) == list(range(1, STEPS + 1))
+    for step, m in metrics.items():
+        # verl padded the step (8 synthetic rows copying the first sample's task id), and none reached the posterior
+        assert m["bots/padding_rows"] == PADDING
+        assert m["bots/rollouts"] == ROWS
+        assert m["bots/posterior_rollouts_total"] == ROWS * step
+        assert m["bots/dispatched"] == PROMPTS and m["bots/stale_dispatches"] == 0 and m["bots/repeat_dispatches"] == 0
+        assert "actor/kl_loss" in m  # the reference model ran (unpinned offload on CPU)
+    state = checkpoint_sampler_state(run_a / "ckpt" / f"global_step_{STEPS}" / "data.pt")
+    assert state["updates"] == STEPS and state["attempts"] == ROWS * STEPS
+    assert [s for s, _ in state["dispatch_log"]] == list(range(1, STEPS + 1))
+    assert all(len(set(positions)) == PROMPTS for _, positions in state["dispatch_log"])
+
+
+def test_relative_run_log_dir_is_resolved_once_in_the_launch_directory(run_a):
+    run_dir = run_a / "runs" / "a"
+    assert (run_dir / "meta.json").is_file() and (run_dir / "metrics.jsonl").is_file()
+
+
+@pytest.fixture(scope="module")
+def kill_and_resume(run_a, toy, tmp_path_factory) -> dict:
+    """Runs K (posterior killed after the step-2 checkpoint), M (data.pt missing) and R (resume K to step 4)."""
+    work = tmp_path_factory.mktemp("run_k")
+    ckpt = work / "ckpt"
+    common = _overrides(toy, f"trainer.total_training_steps={STEPS}", "trainer.save_freq=2")
+    killed = run_python(
+        [
+            str(ROOT / "tests" / "integration" / "kill_posterior_run.py"),
+            "2",
+            str(ckpt),
+            *common,
+            f"trainer.default_local_dir={ckpt}",
+            f"bots.run_log.dir={work / 'runs' / 'k'}",
+        ],
+        cwd=work,
+    )
+    latest_after_kill = (ckpt / "latest_checkpointed_iteration.txt").read_text().strip()
+    missing_dir = work / "ckpt_without_data_pt"
+    shutil.copytree(ckpt, missing_dir)
+    (missing_dir / "global_step_2" / "data.pt").unlink()
+    missing = run_main([*common, f"trainer.default_local_dir={missing_dir}"], cwd=work)
+    resumed = run_main([*common, f"trainer.default_local_dir={ckpt}", f"bots.run_log.dir={work / 'runs' / 'r'}"], work)
+    return {"work": work, "killed": killed, "latest": latest_after_kill, "missing": missing, "resumed": resumed}
+
+
+def test_killed_posterior_actor_stops_the_run_with_posterior_lost_error(kill_and_resume):
+    killed = kill_and_resume["killed"]
+    assert killed.returncode != 0
+    assert "killed posterior actor" in killed.stdout, tail(killed)
+    assert "PosteriorLostError" in killed.stdout + killed.stderr, tail(killed)
+    # nothing after the kill was checkpointed: a resume starts from step 2
+    assert kill_and_resume["latest"] == "2"
+
+
+def test_missing_data_pt_at_resume_is_a_loud_error(kill_and_resume):
+    missing = kill_and_resume["missing"]
+    assert missing.returncode != 0
+    assert "data.pt is missing" in missing.stdout + missing.stderr, tail(missing)
+
+
+def test_kill_and_resume_gives_identical_selections_posterior_and_weights(kill_and_resume, run_a):
+    resumed = kill_and_resume["resumed"]
+    assert resumed.returncode == 0, tail(resumed)
+    assert sorted(read_metrics(kill_and_resume["work"] / "runs" / "r")) == [3, 4]
+    result = compare_checkpoints(run_a / "ckpt", kill_and_resume["work"] / "ckpt", STEPS)
+    assert result["selections"] == [] and result["posterior"] == [] and result["weights"] == [], result
+
+
+@pytest.fixture(scope="module")
+def dapo_run(toy, tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("run_d")
+    proc = run_main(
+        _overrides(
+            toy,
+            "algorithm.filter_groups.enable=true",
+            "algorithm.filter_groups.metric=acc",
+            "trainer.total_training_steps=2",
+            "trainer.save_freq=2",
+            f"trainer.default_local_dir={work / 'ckpt'}",
+            f"bots.run_log.dir={work / 'run'}",
+        ),
+        cwd=work,
+    )
+    assert proc.returncode == 0, tail(proc)
+    return work
+
+
+def test_dapo_refills_are_fresh_and_never_repeat_a_task_within_a_step(dapo_run):
+    metrics = read_metrics(dapo_run / "run")
+    assert sorted(metrics) == [1, 2]
+    evicted = 0.0
+    for m in metrics.values():
+        assert m["bots/stale_dispatches"] == 0 and m["bots/repeat_dispatches"] == 0
+        # every dispatched prompt's rollouts reached the posterior: trained, evicted by DAPO or discarded as surplus
+        assert m["bots/rollouts"] == N * m["bots/dispatched"]
+        evicted += m["bots/evicted_rollouts"]
+    assert evicted > 0  # DAPO did evict and refill
+    state = checkpoint_sampler_state(dapo_run / "ckpt" / "global_step_2" / "data.pt")
+    for step, positions in state["dispatch_log"]:
+        assert len(positions) == len(set(positions)) >= PROMPTS, (step, positions)

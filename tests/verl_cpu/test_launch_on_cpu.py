@@ -1,0 +1,96 @@
+"""Driver-side set-up of a CPU run: the CPU settings, Ray's resources and environment, and the dry run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from bots_verl.verl_cpu import launch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _compose(*overrides: str):
+    from hydra import compose, initialize_config_module
+
+    with initialize_config_module(config_module="bots_verl.config", version_base=None):
+        return compose(config_name="bots_trainer", overrides=["trainer.device=cpu", *overrides])
+
+
+def test_override_keys_parses_hydra_syntax():
+    keys = launch.override_keys(["a.b=1", "+c.d=x", "++e=2", "~f.g", "h=[1,2]"])
+    assert keys == {"a.b", "c.d", "e", "f.g", "h"}
+
+
+def test_cpu_settings_fill_in_what_the_command_line_did_not_set():
+    user = ["actor_rollout_ref.rollout.agent.num_workers=2", "reward.num_workers=3"]
+    config = _compose(*user)
+    applied = launch.apply_cpu_settings(config, launch.override_keys(user))
+    assert config.actor_rollout_ref.rollout.name == "hf"
+    actor = config.actor_rollout_ref.actor
+    assert actor.strategy == "fsdp2" and actor.fsdp_config.dtype == "float32" and not actor.use_torch_compile
+    assert config.actor_rollout_ref.model.override_config.attn_implementation == "eager"
+    assert config.transfer_queue.backend.SimpleStorage.num_data_storage_units == 1
+    assert config.trainer.n_gpus_per_node == 1
+    # the command line wins
+    assert config.actor_rollout_ref.rollout.agent.num_workers == 2 and config.reward.num_workers == 3
+    assert "actor_rollout_ref.rollout.name=hf" in applied
+    assert not any(a.startswith("reward.num_workers") for a in applied)
+    launch.check_cpu_settings(config)
+
+
+def test_settings_the_cpu_backend_cannot_run_with_are_refused():
+    user = ["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.tensor_model_parallel_size=2"]
+    config = _compose(*user)
+    launch.apply_cpu_settings(config, launch.override_keys(user))
+    with pytest.raises(ValueError, match="rollout.name=vllm.*tensor_model_parallel_size=2"):
+        launch.check_cpu_settings(config)
+
+
+def test_ray_gets_logical_gpus_cpus_and_the_backend_environment():
+    config = _compose("trainer.n_gpus_per_node=2", "+ray_kwargs.ray_init.runtime_env.env_vars.MY_VAR=1")
+    env = launch.env_vars()
+    launch.set_ray_init(config, env)
+    ray_init = OmegaConf.to_container(config.ray_kwargs.ray_init)
+    assert ray_init["num_gpus"] == 2 and ray_init["num_cpus"] >= launch.MIN_RAY_CPUS
+    env_vars = ray_init["runtime_env"]["env_vars"]
+    assert env_vars["MY_VAR"] == 1 and env_vars["VERL_PLATFORM"] == "cpu"
+    assert "bots_verl.verl_cpu.register" in env_vars["VERL_USE_EXTERNAL_MODULES"].split(",")
+
+
+def test_dry_run_of_the_two_key_command_line(tmp_path):
+    from bots_verl.verl_cpu.toy import build_toy
+
+    paths = build_toy(tmp_path / "toy", num_tasks=12, num_val=2)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bots_verl.main",
+            "trainer.device=cpu",
+            "actor_rollout_ref.rollout.name=hf",
+            f"data.train_files={paths['train']}",
+            f"data.val_files={paths['val']}",
+            f"actor_rollout_ref.model.path={paths['model']}",
+            "data.train_batch_size=4",
+            "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4",
+            "trainer.logger=[console]",
+            "bots.reference_columns=[weak_pass_rate,strong_pass_rate]",
+            "bots.dry_run=true",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": ""},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "BOTS dry run: config OK" in proc.stdout
+    assert "CPU backend (bots_verl.verl_cpu) set:" in proc.stdout and "actor.strategy=fsdp2" in proc.stdout
