@@ -19,6 +19,7 @@ prefix                                        scorer
 ``logic__ordering_puzzle``                    :func:`bots_verl.rewards.logic_reward.score_ordering`
 ``logic__graph``                              :func:`bots_verl.rewards.logic_reward.score_graph`
 ``simulation__arcagi``/``barc``, ``logic__``  :func:`bots_verl.rewards.logic_reward.score_arc`
+``toy__arith`` (the toy testbed)              :func:`bots_verl.rewards.arith_reward.compute_score`
 ============================================  ===========================================
 
 Every scorer returns a dict with at least ``score`` (float) and ``acc`` (bool; BOTS's success bit). Malformed model
@@ -40,6 +41,10 @@ _ARC_PREFIXES = ("simulation__arcagi", "simulation__barc", "logic__arcagi", "log
 def _route(data_source: str) -> tuple[str, Callable[..., dict[str, Any]]] | None:
     """(domain, scorer) for a data source, importing the scorer's module on first use; ``None`` if unknown."""
     name = data_source.lower()
+    if name.startswith("toy__arith"):
+        from bots_verl.rewards.arith_reward import compute_score as score_arith
+
+        return "arith", score_arith
     if name.startswith(_MATH_PREFIXES):
         from bots_verl.rewards.math_reward import compute_score as score_math
 
@@ -75,7 +80,7 @@ def supports(data_source: str) -> bool:
 
 
 def domain_of(data_source: str) -> str:
-    """``"math"``, ``"code"`` or ``"logic"`` for a supported data source.
+    """``"math"``, ``"code"``, ``"logic"`` or ``"arith"`` (the toy testbed) for a supported data source.
 
     Raises:
         ValueError: for an unknown data source.
