@@ -27,17 +27,18 @@ needs (train/val files, model directories, reference column names).
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import dataclasses
 import json
 import logging
 import multiprocessing
+import multiprocessing.connection
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,8 @@ class Profile:
 
     Attributes:
         name: ``full``, ``quick`` or ``ci``.
-        pool_per_cell: training tasks per cell (cells smaller than this give all their problems).
+        pool_per_cell: training tasks per cell by the cell's larger operand digit count (1..4); a cell smaller than
+            asked gives all of its free problems.
         heldout_cells: the held-out set's cells (where the starting policy learns).
         heldout_size: held-out prompts, spread evenly over ``heldout_cells``.
         policy: the policy's warm-up (seeds are filled in from the benchmark seed).
@@ -86,7 +88,7 @@ class Profile:
     """
 
     name: str
-    pool_per_cell: int
+    pool_per_cell: Mapping[int, int]
     heldout_cells: tuple[str, ...]
     heldout_size: int
     policy: WarmupSpec
@@ -98,7 +100,7 @@ class Profile:
 
     def pool_counts(self) -> dict[Cell, int]:
         """Training tasks per cell."""
-        return {c: self.pool_per_cell for c in ALL_CELLS}
+        return {c: self.pool_per_cell[max(c.digits_a, c.digits_b)] for c in ALL_CELLS}
 
     def heldout_counts(self) -> dict[Cell, int]:
         """Held-out prompts per cell (the remainder goes to the first cells)."""
@@ -110,7 +112,7 @@ class Profile:
         """What determines the data files (compared on resume)."""
         return {
             "seed": seed,
-            "pool_per_cell": self.pool_per_cell,
+            "pool_per_cell": {str(k): v for k, v in sorted(self.pool_per_cell.items())},
             "heldout_cells": list(self.heldout_cells),
             "heldout_size": self.heldout_size,
         }
@@ -118,54 +120,45 @@ class Profile:
 
 _POLICY_MODEL = ModelSpec(hidden=128, layers=4, heads=4, intermediate=512)
 _EASY_SKEW = _by_max_digits({1: 4.0, 2: 3.0, 3: 2.0, 4: 1.0})
+_FRONTIER_SKEW = _by_max_digits({1: 3.0, 2: 4.0, 3: 3.0, 4: 1.0})
+# The 2-digit +/- cells and the 1-digit-by-2-digit products: where a warmed-up policy is neither right nor wrong.
 _HELDOUT_CELLS = ("add2x2", "sub2x2", "add2x1", "add1x2", "sub2x1", "sub1x2", "mul2x1", "mul1x2")
+_CI_MODEL = ModelSpec(hidden=32, layers=2, heads=2, intermediate=64)
 
 PROFILES: dict[str, Profile] = {
     "full": Profile(
         name="full",
-        pool_per_cell=64,
+        pool_per_cell={1: 80, 2: 80, 3: 48, 4: 32},
         heldout_cells=_HELDOUT_CELLS,
         heldout_size=600,
-        policy=WarmupSpec(model=_POLICY_MODEL, mixture=_EASY_SKEW, steps=1200, batch_size=128, lr=2e-3),
-        weak=WarmupSpec(
-            model=ModelSpec(hidden=160, layers=4, heads=4, intermediate=640),
-            mixture=_EASY_SKEW,
-            steps=1400,
-            batch_size=128,
-            lr=2e-3,
-        ),
+        policy=WarmupSpec(model=_POLICY_MODEL, mixture=_EASY_SKEW, steps=1000, batch_size=128, lr=2e-3),
+        weak=WarmupSpec(model=_POLICY_MODEL, mixture=_FRONTIER_SKEW, steps=1300, batch_size=128, lr=2e-3),
         strong=WarmupSpec(
-            model=ModelSpec(hidden=192, layers=5, heads=4, intermediate=768),
-            mixture=_EASY_SKEW,
-            steps=1800,
+            model=ModelSpec(hidden=192, layers=4, heads=4, intermediate=768),
+            mixture=_FRONTIER_SKEW,
+            steps=1300,
             batch_size=128,
             lr=2e-3,
         ),
     ),
     "quick": Profile(
         name="quick",
-        pool_per_cell=16,
+        pool_per_cell={1: 16, 2: 16, 3: 16, 4: 16},
         heldout_cells=_HELDOUT_CELLS,
         heldout_size=200,
         policy=WarmupSpec(model=_POLICY_MODEL, mixture=_EASY_SKEW, steps=150, batch_size=64, lr=3e-3),
-        weak=WarmupSpec(model=_POLICY_MODEL, mixture=_EASY_SKEW, steps=200, batch_size=64, lr=3e-3),
-        strong=WarmupSpec(model=_POLICY_MODEL, mixture=_EASY_SKEW, steps=300, batch_size=64, lr=3e-3),
+        weak=WarmupSpec(model=_POLICY_MODEL, mixture=_FRONTIER_SKEW, steps=200, batch_size=64, lr=3e-3),
+        strong=WarmupSpec(model=_POLICY_MODEL, mixture=_FRONTIER_SKEW, steps=300, batch_size=64, lr=3e-3),
         reference_n=8,
     ),
     "ci": Profile(
         name="ci",
-        pool_per_cell=2,
+        pool_per_cell={1: 2, 2: 2, 3: 2, 4: 2},
         heldout_cells=_HELDOUT_CELLS,
         heldout_size=24,
-        policy=WarmupSpec(
-            model=ModelSpec(hidden=32, layers=2, heads=2, intermediate=64), mixture=_EASY_SKEW, steps=10, batch_size=16
-        ),
-        weak=WarmupSpec(
-            model=ModelSpec(hidden=32, layers=2, heads=2, intermediate=64), mixture=_EASY_SKEW, steps=15, batch_size=16
-        ),
-        strong=WarmupSpec(
-            model=ModelSpec(hidden=48, layers=2, heads=2, intermediate=96), mixture=_EASY_SKEW, steps=20, batch_size=16
-        ),
+        policy=WarmupSpec(model=_CI_MODEL, mixture=_EASY_SKEW, steps=10, batch_size=16),
+        weak=WarmupSpec(model=_CI_MODEL, mixture=_FRONTIER_SKEW, steps=15, batch_size=16),
+        strong=WarmupSpec(model=_CI_MODEL, mixture=_FRONTIER_SKEW, steps=20, batch_size=16),
         reference_n=4,
         max_tokens=10,
         reference_batch_size=32,
@@ -247,12 +240,12 @@ def _prompts(path: Path) -> list[str]:
     return [row[0]["content"] for row in pq.read_table(path, columns=["prompt"]).column("prompt").to_pylist()]
 
 
-def _warmup_job(spec: WarmupSpec, out_dir: str, exclude: list[str]) -> dict[str, Any]:
-    """Run one warm-up in a worker process (module level so that it pickles)."""
+def _warmup_job(spec: WarmupSpec, out_dir: str, exclude: list[str]) -> None:
+    """Run one warm-up in a worker process (module level so that it pickles); the result lands in its directory."""
     from bots_verl.toy.warmup import train_warmup
 
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    return train_warmup(spec, out_dir, exclude=exclude, log_every=100)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    train_warmup(spec, out_dir, exclude=exclude, log_every=100)
 
 
 def _stage_warmups(out: Path, jobs_wanted: Mapping[str, WarmupSpec], jobs: int, stage: _Stage) -> dict[str, Any]:
@@ -278,19 +271,52 @@ def _stage_warmups(out: Path, jobs_wanted: Mapping[str, WarmupSpec], jobs: int, 
         for name, spec in todo.items():
             results[name] = train_warmup(spec, out / "models" / name, exclude=exclude, log_every=100)
     elif todo:
-        logger.info("warm-ups to train: %s (%d at a time)", sorted(todo), jobs)
-        ctx = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            futures = {
-                pool.submit(_warmup_job, spec, str(out / "models" / name), exclude): name for name, spec in todo.items()
-            }
-            for fut in concurrent.futures.as_completed(futures):
-                name = futures[fut]
-                results[name] = fut.result()
-                logger.info(
-                    "warm-up %s done: %.0f s wall, %.0f s CPU", name, results[name]["wall_s"], results[name]["cpu_s"]
-                )
+        # Longest first (a cost proxy: steps x batch x parameters), so the slowest warm-up never starts last.
+        order = sorted(todo, key=lambda n: -todo[n].steps * todo[n].batch_size * _param_proxy(todo[n].model))
+        logger.info("warm-ups to train: %s (%d at a time)", order, jobs)
+        for name in _run_processes(order, jobs, lambda n: (todo[n], str(out / "models" / n), exclude)):
+            results[name] = read_result(out / "models" / name)
+            logger.info(
+                "warm-up %s done: %.0f s wall, %.0f s CPU", name, results[name]["wall_s"], results[name]["cpu_s"]
+            )
     return {name: {k: r[k] for k in ("parameters", "wall_s", "cpu_s", "loss")} for name, r in results.items()}
+
+
+def _run_processes(names: list[str], jobs: int, args_of: Callable[[str], tuple]) -> Iterator[str]:
+    """Run :func:`_warmup_job` for each name in its own spawned process, ``jobs`` at a time; yield names as they finish.
+
+    A worker that fails stops the stage; on any exit (an error, Ctrl-C, SIGTERM turned into SystemExit by
+    :func:`main`) the workers still running are terminated, so an interrupted build leaves no orphans behind.
+
+    Raises:
+        PrepareError: when a worker exits with a non-zero code.
+    """
+    ctx = multiprocessing.get_context("spawn")
+    waiting, running = list(names), {}
+    try:
+        while waiting or running:
+            while waiting and len(running) < jobs:
+                name = waiting.pop(0)
+                running[name] = ctx.Process(target=_warmup_job, args=args_of(name), name=f"warmup-{name}")
+                running[name].start()
+            multiprocessing.connection.wait([p.sentinel for p in running.values()])
+            for name, proc in list(running.items()):
+                if proc.exitcode is None:
+                    continue
+                proc.join()
+                del running[name]
+                if proc.exitcode != 0:
+                    raise PrepareError(f"warm-up {name} failed with exit code {proc.exitcode} (traceback above)")
+                yield name
+    finally:
+        for proc in running.values():
+            proc.terminate()
+        for proc in running.values():
+            proc.join()
+
+
+def _param_proxy(spec: ModelSpec) -> int:
+    return spec.layers * (4 * spec.hidden**2 + 3 * spec.hidden * spec.intermediate)
 
 
 def _child_env() -> dict[str, str]:
@@ -299,40 +325,61 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def _reference_eval(commands: Mapping[str, list[str]], logs: Path, jobs: int) -> None:
-    """Run ``python -m reference_eval <args>`` command lines: concurrently in subprocesses (one thread each, logging
-    to ``logs/<name>.log``) when ``jobs`` > 1, else one after another in this process (no interpreter start-up).
+def _reference_eval(commands: Mapping[str, list[str]], cwd: Path, jobs: int) -> None:
+    """Run ``python -m reference_eval <args>`` command lines in ``cwd``: concurrently in subprocesses (one thread each,
+    logging to ``cwd/refs/<name>.log``) when ``jobs`` > 1, else one after another in this process (no interpreter
+    start-up). The arguments use paths relative to ``cwd`` (the artifact directory): ``collect`` records the model path
+    in its results' settings, and a relative one keeps the directory resumable after it is moved or copied.
 
     Raises:
         PrepareError: naming the commands that failed (with their log tails).
     """
     from reference_eval.cli import main as reference_eval_main
 
+    logs = cwd / "refs"
     logs.mkdir(parents=True, exist_ok=True)
     failed = []
     if jobs == 1 or len(commands) == 1:
-        for name, args in commands.items():
-            logger.info("running: python -m reference_eval %s", " ".join(args))
-            if reference_eval_main(args) != 0:
-                failed.append(name)
+        import torch
+
+        threads = torch.get_num_threads()
+        # One thread, as in the subprocess path: float summation order, hence the samples, do not depend on --jobs.
+        torch.set_num_threads(1)
+        here = os.getcwd()
+        os.chdir(cwd)
+        try:
+            for name, args in commands.items():
+                logger.info("running in %s: python -m reference_eval %s", cwd, " ".join(args))
+                if reference_eval_main(args) != 0:
+                    failed.append(name)
+        finally:
+            os.chdir(here)
+            torch.set_num_threads(threads)
     else:
         procs = {}
-        for name, args in commands.items():
-            cmd = [sys.executable, "-m", "reference_eval", *args]
-            logger.info("running: %s (log: %s)", " ".join(cmd), logs / f"{name}.log")
-            log = open(logs / f"{name}.log", "w", encoding="utf-8")  # noqa: SIM115 - closed below
-            procs[name] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=_child_env()), log)
-        for name, (proc, log) in procs.items():
-            if proc.wait() != 0:
-                failed.append(name)
-            log.close()
+        try:
+            for name, args in commands.items():
+                cmd = [sys.executable, "-m", "reference_eval", *args]
+                logger.info("running in %s: %s (log: %s)", cwd, " ".join(cmd), logs / f"{name}.log")
+                log = open(logs / f"{name}.log", "w", encoding="utf-8")  # noqa: SIM115 - closed below
+                child = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=_child_env())
+                procs[name] = (child, log)
+            for name, (proc, _) in procs.items():
+                if proc.wait() != 0:
+                    failed.append(name)
+        finally:
+            for proc, log in procs.values():
+                if proc.poll() is None:  # interrupted: collect resumes from its last durable batch on a rerun
+                    proc.terminate()
+                    proc.wait()
+                log.close()
     if failed:
         logged = [n for n in failed if (logs / f"{n}.log").exists()]
         tails = {n: (logs / f"{n}.log").read_text(encoding="utf-8")[-2000:] for n in logged}
         raise PrepareError(f"reference_eval {failed} failed; see {logs}; log tails: {json.dumps(tails, indent=1)}")
 
 
-def _collect_args(out: Path, profile: Profile, seed: int, role: str) -> list[str]:
+def _collect_args(profile: Profile, seed: int, role: str) -> list[str]:
     return [
         "collect",
         "--backend",
@@ -340,11 +387,11 @@ def _collect_args(out: Path, profile: Profile, seed: int, role: str) -> list[str
         "--device",
         "cpu",
         "--data",
-        str(out / "pool.parquet"),
+        "pool.parquet",
         "--model",
-        str((out / "models" / role).resolve()),
+        f"models/{role}",
         "--out",
-        str(out / "refs" / f"{role}.jsonl"),
+        f"refs/{role}.jsonl",
         "-n",
         str(profile.reference_n),
         "--temperature",
@@ -368,21 +415,21 @@ def _stage_references(out: Path, profile: Profile, seed: int, jobs: int, stage: 
         stage.skipped = True
         return _read_json(out / "refs" / "merge.json") or {}
     roles = {"weak": WEAK_COLUMN, "strong": STRONG_COLUMN}
-    _reference_eval({role: _collect_args(out, profile, seed, role) for role in roles}, out / "refs", jobs)
-    src = out / "pool.parquet"
+    _reference_eval({role: _collect_args(profile, seed, role) for role in roles}, out, jobs)
+    src = "pool.parquet"  # paths relative to the artifact directory, where reference_eval runs
     reports = {}
     for i, (role, column) in enumerate(roles.items()):
-        dst = train if i == len(roles) - 1 else out / f".train.{role}.parquet"
-        report = out / "refs" / f"{role}.merge.json"
-        args = ["merge", "--data", str(src), "--results", str(out / "refs" / f"{role}.jsonl"), "--column", column]
-        args += ["--out", str(dst), "--force", "--report", str(report)]
-        _reference_eval({f"{role}.merge": args}, out / "refs", 1)
-        merged = json.loads(report.read_text(encoding="utf-8"))
+        dst = train.name if i == len(roles) - 1 else f".train.{role}.parquet"
+        report = f"refs/{role}.merge.json"
+        args = ["merge", "--data", src, "--results", f"refs/{role}.jsonl", "--column", column]
+        args += ["--out", dst, "--force", "--report", report]
+        _reference_eval({f"{role}.merge": args}, out, 1)
+        merged = json.loads((out / report).read_text(encoding="utf-8"))
         if merged["missing"]:
-            raise PrepareError(f"{column}: {merged['missing']} pool tasks have no reference result ({report})")
+            raise PrepareError(f"{column}: {merged['missing']} pool tasks have no reference result ({out / report})")
         reports[column] = {k: merged[k] for k in ("rows", "with_results", "missing", "attempts")}
-        if src != out / "pool.parquet":
-            src.unlink()
+        if src != "pool.parquet":
+            (out / src).unlink()
         src = dst
     _write_json(out / "refs" / "merge.json", reports)
     return reports
@@ -564,6 +611,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policies", type=int, default=1, help="separately warmed-up policies (seed s uses s %% K)")
     parser.add_argument("--no-calibration", action="store_true", help="skip the calibration stage")
     args = parser.parse_args(argv)
+    # SIGTERM (a killed make, a scheduler) unwinds like Ctrl-C, so that running workers are terminated, not orphaned.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     profile = "quick" if args.quick else args.profile
     try:

@@ -141,7 +141,17 @@ def train_warmup(
     if out.exists():
         # A warm-up only ever appears by renaming a finished temporary directory, so this is not one of ours.
         raise ValueError(f"{out} exists but holds no finished warm-up; delete it or use another directory")
+    threads = torch.get_num_threads()
     torch.set_num_threads(spec.threads)
+    try:
+        return _train(spec, out, exclude, log_every)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(spec: WarmupSpec, out: Path, exclude: Iterable[str], log_every: int) -> dict[str, Any]:
+    import torch
+
     wall0, cpu0 = time.monotonic(), time.process_time()
     stream = ProblemStream(spec.cell_weights, seed=spec.data_seed, exclude=exclude)
     model = build_model(spec.model, seed=spec.init_seed)

@@ -18,7 +18,8 @@ from bots_verl.toy.tasks import parse_prompt
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("toy") / "data"
-    assert main(["--out", str(out), "--profile", "ci", "--jobs", "1", "--seed", "3"]) == 0
+    # two jobs: warm-ups in spawned worker processes, the reference collections as `python -m reference_eval` children
+    assert main(["--out", str(out), "--profile", "ci", "--jobs", "2", "--seed", "3"]) == 0
     return out
 
 
@@ -30,7 +31,7 @@ def test_train_and_val_have_the_layout_the_trainer_reads(built) -> None:
     )
     check_parquet_columns(str(val), ["data_source", "prompt", "reward_model", "extra_info", "task_id"])
     rows = pq.read_table(train).to_pylist()
-    assert len(rows) == 48 * profile.pool_per_cell
+    assert len(rows) == sum(profile.pool_counts().values()) == 96
     ids = [r["task_id"] for r in rows]
     assert ids == list(range(len(rows))) == [r["extra_info"]["index"] for r in rows]
     refs = read_reference_columns([str(train)], list(REFERENCE_COLUMNS), ("task_id",), TaskIndex(ids))
@@ -110,3 +111,23 @@ def test_manifest_calibration_and_resume(built) -> None:
         prepare(built, seed=4, profile="ci", jobs=1)
     with pytest.raises(PrepareError, match="profile"):
         prepare(built, seed=3, profile="quick", jobs=1)
+
+
+def test_a_lost_reference_is_rebuilt_alone_in_process(built, tmp_path) -> None:
+    """Deleting the strong model and its results rebuilds just those (one job: in this process), same columns."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(built, copy)
+    before = pq.read_table(copy / "train.parquet")
+    shutil.rmtree(copy / "models" / "strong")
+    for name in ("train.parquet", "calibration.json", "refs/strong.jsonl"):
+        (copy / name).unlink()
+    weak_mtime = (copy / "models" / "weak" / "warmup.json").stat().st_mtime_ns
+    manifest = prepare(copy, seed=3, profile="ci", jobs=1)
+    after = pq.read_table(copy / "train.parquet")
+    assert (copy / "models" / "weak" / "warmup.json").stat().st_mtime_ns == weak_mtime  # untouched
+    assert after.column("toy_weak_pass_rate").equals(before.column("toy_weak_pass_rate"))
+    # the warm-up and the per-prompt sampling seeds are fixed, so the rebuilt column is the same
+    assert after.column("toy_strong_pass_rate").equals(before.column("toy_strong_pass_rate"))
+    assert manifest["references"]["toy_strong_pass_rate"]["missing"] == 0
