@@ -25,6 +25,7 @@ prefix                                        scorer
 ``logic__ordering_puzzle``                    :func:`bots_verl.rewards.logic_reward.score_ordering`
 ``logic__graph``                              :func:`bots_verl.rewards.logic_reward.score_graph`
 ``simulation__arcagi``/``barc``, ``logic__``  :func:`bots_verl.rewards.logic_reward.score_arc`
+``toy__arith`` (the toy testbed)              :func:`bots_verl.rewards.arith_reward.compute_score`
 ============================================  ===========================================
 
 Every scorer returns a dict with at least ``score`` (float) and ``acc`` (bool; BOTS's success bit). Malformed or
@@ -55,6 +56,7 @@ _ROUTES: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (("logic__ordering_puzzle",), "logic", "bots_verl.rewards.logic_reward:score_ordering"),
     (("logic__graph",), "logic", "bots_verl.rewards.logic_reward:score_graph"),
     (_ARC_PREFIXES, "logic", "bots_verl.rewards.logic_reward:score_arc"),
+    (("toy__arith",), "arith", "bots_verl.rewards.arith_reward:compute_score"),
 )
 
 
@@ -88,7 +90,7 @@ def supports(data_source: str) -> bool:
 
 
 def domain_of(data_source: str) -> str:
-    """``"math"``, ``"code"`` or ``"logic"`` for a supported data source.
+    """``"math"``, ``"code"``, ``"logic"`` or ``"arith"`` (the toy testbed) for a supported data source.
 
     Raises:
         ValueError: for an unknown data source.

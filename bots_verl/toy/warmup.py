@@ -1,0 +1,196 @@
+"""Supervised warm-up of a tiny model on CPU: the starting policy and the reference models.
+
+Plain next-token cross-entropy on the response (answer and ``</s>``) of problems streamed from a cell mixture
+(:class:`bots_verl.toy.tasks.ProblemStream`), AdamW with linear warm-up and cosine decay. Everything that decides the
+weights is fixed by :class:`WarmupSpec`: the initial weights (``init_seed``), the data order (``data_seed``), and the
+thread count (float summation order depends on it, so a different count gives slightly different weights). The same
+spec gives bitwise the same model on the same machine.
+
+The result is saved as a transformers model directory (weights, config, generation config, the char tokenizer) plus
+``warmup.json`` (the spec, loss curve, wall-clock and CPU seconds), written to a temporary directory and renamed into
+place, so an interrupted warm-up leaves nothing that looks finished.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bots_verl.toy.likelihood import pad_batch
+from bots_verl.toy.model import ModelSpec, build_model, count_parameters
+from bots_verl.toy.tasks import Cell, ProblemStream
+from bots_verl.toy.tokenizer import build_tokenizer
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["WarmupSpec", "is_done", "read_result", "train_warmup"]
+
+RESULT_FILE = "warmup.json"
+
+
+@dataclass(frozen=True)
+class WarmupSpec:
+    """Everything that determines a warmed-up model.
+
+    Attributes:
+        model: the architecture.
+        mixture: cell name (``add2x3``) -> relative weight of the warm-up data.
+        steps: optimiser steps.
+        batch_size: problems per step.
+        lr: peak learning rate.
+        warmup_steps: linear warm-up steps before the cosine decay (to 10% of ``lr``).
+        weight_decay: AdamW weight decay.
+        init_seed: fixes the initial weights.
+        data_seed: fixes the warm-up data and its order.
+        threads: torch intra-op threads (part of the spec because it changes the float summation order).
+    """
+
+    model: ModelSpec
+    mixture: Mapping[str, float]
+    steps: int
+    batch_size: int = 128
+    lr: float = 2e-3
+    warmup_steps: int = 50
+    weight_decay: float = 0.01
+    init_seed: int = 0
+    data_seed: int = 0
+    threads: int = 1
+    _cells: tuple[Cell, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.steps < 1 or self.batch_size < 1 or self.threads < 1:
+            raise ValueError(f"steps, batch_size and threads must be positive: {self}")
+        if not (self.lr > 0 and math.isfinite(self.lr)) or self.warmup_steps < 0 or self.weight_decay < 0:
+            raise ValueError(f"lr must be positive, warmup_steps and weight_decay non-negative: {self}")
+        object.__setattr__(self, "_cells", tuple(Cell.from_name(name) for name in self.mixture))
+
+    @property
+    def cell_weights(self) -> dict[Cell, float]:
+        """The mixture keyed by :class:`Cell`."""
+        return {Cell.from_name(name): float(w) for name, w in self.mixture.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        """As a JSON-ready dict (what ``warmup.json`` stores and compares)."""
+        out = asdict(self)
+        out.pop("_cells", None)
+        out["mixture"] = {k: float(v) for k, v in sorted(self.mixture.items())}
+        return out
+
+
+def _lr_at(step: int, spec: WarmupSpec) -> float:
+    if step < spec.warmup_steps:
+        return spec.lr * (step + 1) / spec.warmup_steps
+    progress = (step - spec.warmup_steps) / max(1, spec.steps - spec.warmup_steps)
+    return spec.lr * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress))))
+
+
+def read_result(out_dir: str | os.PathLike) -> dict[str, Any] | None:
+    """The ``warmup.json`` of a finished warm-up, or ``None``."""
+    path = Path(out_dir) / RESULT_FILE
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def is_done(out_dir: str | os.PathLike, spec: WarmupSpec) -> bool:
+    """Whether ``out_dir`` holds a finished warm-up of exactly ``spec``.
+
+    Raises:
+        ValueError: if it holds a finished warm-up of another spec (delete it or choose another directory; an
+            artifact is never silently replaced).
+    """
+    result = read_result(out_dir)
+    if result is None:
+        return False
+    if result.get("spec") != json.loads(json.dumps(spec.to_dict())):
+        raise ValueError(
+            f"{out_dir} holds a warm-up of another spec ({result.get('spec')}); delete it or use another --out"
+        )
+    return True
+
+
+def train_warmup(
+    spec: WarmupSpec, out_dir: str | os.PathLike, exclude: Iterable[str] = (), log_every: int = 50
+) -> dict[str, Any]:
+    """Train a model from scratch by supervised warm-up and save it (skipped when ``out_dir`` already holds it).
+
+    Args:
+        spec: what to train.
+        out_dir: the model directory to write.
+        exclude: prompts the warm-up data must not contain (the held-out set and the training pool; see
+            :class:`~bots_verl.toy.tasks.ProblemStream` for the one-digit exception).
+        log_every: steps between loss log lines.
+
+    Returns:
+        The contents of ``warmup.json``.
+    """
+    import torch
+
+    out = Path(out_dir)
+    if is_done(out, spec):
+        logger.info("warm-up %s already done; skipped", out)
+        return read_result(out)  # type: ignore[return-value]
+    if out.exists():
+        # A warm-up only ever appears by renaming a finished temporary directory, so this is not one of ours.
+        raise ValueError(f"{out} exists but holds no finished warm-up; delete it or use another directory")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(spec.threads)
+    try:
+        return _train(spec, out, exclude, log_every)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(spec: WarmupSpec, out: Path, exclude: Iterable[str], log_every: int) -> dict[str, Any]:
+    import torch
+
+    wall0, cpu0 = time.monotonic(), time.process_time()
+    stream = ProblemStream(spec.cell_weights, seed=spec.data_seed, exclude=exclude)
+    model = build_model(spec.model, seed=spec.init_seed)
+    model.train()
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    optim = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=spec.lr,
+        betas=(0.9, 0.98),
+    )
+    losses: list[tuple[int, float]] = []
+    running = 0.0
+    for step in range(spec.steps):
+        for group in optim.param_groups:
+            group["lr"] = _lr_at(step, spec)
+        input_ids, mask, labels = pad_batch(stream.take(spec.batch_size))
+        loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
+        optim.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optim.step()
+        running += float(loss.detach())
+        if (step + 1) % log_every == 0 or step + 1 == spec.steps:
+            n = (step % log_every) + 1
+            losses.append((step + 1, running / n))
+            logger.info("%s step %d/%d loss %.4f", out.name, step + 1, spec.steps, running / n)
+            running = 0.0
+    result = {
+        "spec": spec.to_dict(),
+        "parameters": count_parameters(model),
+        "loss": losses,
+        "wall_s": time.monotonic() - wall0,
+        "cpu_s": time.process_time() - cpu0,
+    }
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(str(tmp))
+    build_tokenizer(tmp)
+    (tmp / RESULT_FILE).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, out)
+    return result

@@ -1,0 +1,133 @@
+"""``python -m bots_verl.toy.prepare --profile ci`` end to end: the parquet layout the trainer reads, the reference
+columns from reference_eval, verl's dataset over our tokenizer, the trainer's config checks, and resuming."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from bots_verl.integration.tasks import TaskIndex, check_parquet_columns, read_reference_columns
+from bots_verl.rewards import compute_score
+from bots_verl.toy.prepare import PROFILES, REFERENCE_COLUMNS, PrepareError, main, prepare
+from bots_verl.toy.tasks import parse_prompt
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp("toy") / "data"
+    # two jobs: warm-ups in spawned worker processes, the reference collections as `python -m reference_eval` children
+    assert main(["--out", str(out), "--profile", "ci", "--jobs", "2", "--seed", "3"]) == 0
+    return out
+
+
+def test_train_and_val_have_the_layout_the_trainer_reads(built) -> None:
+    profile = PROFILES["ci"]
+    train, val = built / "train.parquet", built / "val.parquet"
+    check_parquet_columns(
+        str(train), ["data_source", "prompt", "reward_model", "extra_info", "task_id", *REFERENCE_COLUMNS]
+    )
+    check_parquet_columns(str(val), ["data_source", "prompt", "reward_model", "extra_info", "task_id"])
+    rows = pq.read_table(train).to_pylist()
+    assert len(rows) == sum(profile.pool_counts().values()) == 96
+    ids = [r["task_id"] for r in rows]
+    assert ids == list(range(len(rows))) == [r["extra_info"]["index"] for r in rows]
+    refs = read_reference_columns([str(train)], list(REFERENCE_COLUMNS), ("task_id",), TaskIndex(ids))
+    assert refs.shape == (len(rows), 2) and not np.isnan(refs).any()
+    assert np.all((refs >= 0) & (refs <= 1)) and np.allclose(refs * profile.reference_n % 1, 0)
+    for r in rows:
+        problem = parse_prompt(r["prompt"][0]["content"])
+        assert r["prompt"][0]["role"] == "user" and r["extra_info"]["cell"] == problem.cell.name
+        assert compute_score(r["data_source"], r["reward_model"]["ground_truth"], r["reward_model"]["ground_truth"])[
+            "acc"
+        ]
+        assert r["reward_model"]["ground_truth"] == problem.answer
+    held = pq.read_table(val).to_pylist()
+    assert len(held) == profile.heldout_size
+    assert {h["extra_info"]["cell"] for h in held} == set(profile.heldout_cells)
+    assert not {h["prompt"][0]["content"] for h in held} & {r["prompt"][0]["content"] for r in rows}
+
+
+def test_verl_dataset_reads_the_pool_with_our_tokenizer(built) -> None:
+    from omegaconf import OmegaConf
+    from transformers import AutoTokenizer
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    tokenizer = AutoTokenizer.from_pretrained(str(built / "models" / "policy"))
+    config = OmegaConf.create({"max_prompt_length": 12, "filter_overlong_prompts": True, "cache_dir": str(built / "c")})
+    dataset = RLHFDataset(str(built / "train.parquet"), tokenizer, config)
+    assert len(dataset) == pq.read_metadata(built / "train.parquet").num_rows  # no prompt is overlong
+    item = dataset[5]
+    assert item["index"] == 5 and item["raw_prompt"][0]["role"] == "user"
+
+
+def test_the_trainer_config_accepts_the_artifacts(built) -> None:
+    from hydra import compose, initialize_config_module
+
+    from bots_verl.main import check_config
+
+    manifest = json.loads((built / "manifest.json").read_text())
+    art = manifest["artifacts"]
+    overrides = [
+        f"data.train_files={art['train_files']}",
+        f"data.val_files={art['val_files']}",
+        f"actor_rollout_ref.model.path={art['policy_models']['0']}",
+        "data.train_batch_size=4",
+        "data.max_prompt_length=16",
+        f"data.max_response_length={art['max_response_length']}",
+        "actor_rollout_ref.rollout.n=4",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2",
+        "trainer.logger=[console]",
+        "trainer.n_gpus_per_node=1",
+        f"bots.reference_columns=[{','.join(art['reference_columns'])}]",
+        f"bots.task_id_field={art['task_id_field']}",
+    ]
+    with initialize_config_module(config_module="bots_verl.config", version_base=None):
+        cfg = compose(config_name="bots_trainer", overrides=overrides)
+    settings = check_config(cfg)
+    assert settings.reference_columns == REFERENCE_COLUMNS
+
+
+def test_manifest_calibration_and_resume(built) -> None:
+    manifest = json.loads((built / "manifest.json").read_text())
+    assert set(manifest["stages"]) == {"data", "warmups", "references", "calibration"}
+    assert all(s["wall_s"] >= 0 and s["cpu_s"] >= 0 for s in manifest["stages"].values())
+    calib = json.loads((built / "calibration.json").read_text())
+    assert set(calib["pool"]) == {"policy", "weak", "strong"}
+    assert 0 <= calib["pool"]["policy"]["mixed_share_n8"] <= 1
+    assert (built / "calibration.md").read_text().startswith("# Toy testbed calibration")
+    mtimes = {
+        p: p.stat().st_mtime_ns for p in built.rglob("*") if p.is_file() and p.suffix in (".parquet", ".safetensors")
+    }
+    again = prepare(built, seed=3, profile="ci", jobs=1)
+    assert again["stages"] == manifest["stages"]  # every stage was skipped, so their timings are the first run's
+    assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes  # nothing rebuilt
+    with pytest.raises(PrepareError, match="seed"):
+        prepare(built, seed=4, profile="ci", jobs=1)
+    with pytest.raises(PrepareError, match="profile"):
+        prepare(built, seed=3, profile="quick", jobs=1)
+
+
+def test_a_lost_reference_is_rebuilt_alone_in_process(built, tmp_path) -> None:
+    """Deleting the strong model and its results rebuilds just those (one job: in this process), same columns."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(built, copy)
+    before = pq.read_table(copy / "train.parquet")
+    shutil.rmtree(copy / "models" / "strong")
+    for name in ("train.parquet", "calibration.json", "refs/strong.jsonl"):
+        (copy / name).unlink()
+    weak_mtime = (copy / "models" / "weak" / "warmup.json").stat().st_mtime_ns
+    manifest = prepare(copy, seed=3, profile="ci", jobs=1)
+    after = pq.read_table(copy / "train.parquet")
+    assert (copy / "models" / "weak" / "warmup.json").stat().st_mtime_ns == weak_mtime  # untouched
+    assert after.column("toy_weak_pass_rate").equals(before.column("toy_weak_pass_rate"))
+    # the warm-up and the per-prompt sampling seeds are fixed, so the rebuilt column is the same
+    assert after.column("toy_strong_pass_rate").equals(before.column("toy_strong_pass_rate"))
+    assert manifest["references"]["toy_strong_pass_rate"]["missing"] == 0

@@ -1,0 +1,123 @@
+"""Warm-up and exact pass rates: bitwise determinism from the spec, exact probabilities that sampling agrees with."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from bots_verl.toy.likelihood import answer_stats
+from bots_verl.toy.model import ModelSpec, build_model
+from bots_verl.toy.tasks import Cell, Problem
+from bots_verl.toy.tokenizer import VOCAB, encode
+from bots_verl.toy.warmup import WarmupSpec, is_done, train_warmup
+
+TINY = ModelSpec(hidden=32, layers=2, heads=2, intermediate=64)
+# one-digit addition only: after a few dozen steps the pass rates sit between 0 and 1, which the sampling check needs
+SPEC = WarmupSpec(model=TINY, mixture={"add1x1": 1.0}, steps=60, batch_size=32, lr=1e-2, warmup_steps=5)
+
+
+@pytest.fixture(scope="module")
+def warmed(tmp_path_factory):
+    out = tmp_path_factory.mktemp("w") / "model"
+    return out, train_warmup(SPEC, out, log_every=20)
+
+
+def _weights(path) -> dict[str, torch.Tensor]:
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(str(path)).state_dict()
+
+
+def test_same_spec_gives_bitwise_the_same_model(warmed, tmp_path) -> None:
+    out, result = warmed
+    again = train_warmup(SPEC, tmp_path / "again", log_every=20)
+    assert again["loss"] == result["loss"]
+    first, second = _weights(out), _weights(tmp_path / "again")
+    assert all(torch.equal(first[k], second[k]) for k in first)
+    other = train_warmup(_replace(SPEC, init_seed=1), tmp_path / "other", log_every=20)
+    assert other["loss"] != result["loss"]
+    assert result["loss"][-1][1] < result["loss"][0][1]  # it learns
+
+
+def _replace(spec: WarmupSpec, **kw) -> WarmupSpec:
+    import dataclasses
+
+    return dataclasses.replace(spec, **kw)
+
+
+def test_finished_warmup_is_skipped_and_a_different_spec_is_refused(warmed) -> None:
+    out, result = warmed
+    assert is_done(out, SPEC)
+    assert train_warmup(SPEC, out) == json.loads((out / "warmup.json").read_text())
+    with pytest.raises(ValueError, match="another spec"):
+        train_warmup(_replace(SPEC, steps=61), out)
+
+
+def test_a_foreign_directory_is_never_overwritten(tmp_path) -> None:
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="no finished warm-up"):
+        train_warmup(SPEC, tmp_path / "model")
+    assert (tmp_path / "model" / "notes.txt").read_text() == "mine"
+
+
+def test_bad_specs_are_rejected() -> None:
+    for kw in ({"steps": 0}, {"lr": 0.0}, {"lr": float("nan")}, {"batch_size": 0}, {"mixture": {"div1x1": 1.0}}):
+        with pytest.raises(ValueError):
+            _replace(SPEC, **kw)
+
+
+def test_exact_pass_rates_agree_with_sampling(warmed) -> None:
+    """P(sampled response is right) from one forward pass equals the frequency over many sampled responses."""
+    from transformers import AutoModelForCausalLM
+
+    from bots_verl.rewards import compute_score
+
+    out, _ = warmed
+    model = AutoModelForCausalLM.from_pretrained(str(out))
+    problems = [Problem(a, b, "+") for a, b in [(2, 3), (7, 8), (0, 0), (9, 9), (4, 5), (1, 6)]]
+    p, greedy = answer_stats(model, problems)
+    assert np.all((p > 0) & (p < 1)) and p.std() > 0.02, p  # informative: not all 0 or 1
+    n = 400
+    inv = {i: t for t, i in VOCAB.items()}
+    torch.manual_seed(0)
+    for prob, problem, is_greedy in zip(p, problems, greedy, strict=True):
+        ids = torch.tensor([encode(problem.prompt)[0]])
+        with torch.no_grad():
+            sampled = model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                do_sample=True,
+                top_k=0,
+                max_new_tokens=6,
+                num_return_sequences=n,
+                pad_token_id=VOCAB["<pad>"],
+            )
+            best = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=6)
+        texts = [_response(row, ids.shape[1], inv) for row in sampled]
+        hits = sum(compute_score("toy__arith", t, problem.answer)["acc"] for t in texts)
+        se = np.sqrt(prob * (1 - prob) / n)
+        assert abs(hits / n - prob) < 4.5 * se + 0.01, (problem, hits / n, prob)
+        assert (_response(best[0], ids.shape[1], inv) == problem.answer) == bool(is_greedy)
+
+
+def _response(row: torch.Tensor, prompt_len: int, inv: dict[int, str]) -> str:
+    """Decode like verl: the tokens after the prompt up to the first </s>, special tokens skipped."""
+    out = []
+    for t in row[prompt_len:].tolist():
+        if inv[t] == "</s>":
+            break
+        if inv[t] not in ("<pad>", "<s>", "<unk>"):
+            out.append(inv[t])
+    return "".join(out)
+
+
+def test_build_model_is_seeded() -> None:
+    a, b, c = build_model(TINY, 0), build_model(TINY, 0), build_model(TINY, 1)
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
+    assert not torch.equal(a.model.embed_tokens.weight, c.model.embed_tokens.weight)
+    assert a.config.vocab_size == len(VOCAB) and a.generation_config.eos_token_id == VOCAB["</s>"]
+    assert Cell.from_name("add1x1") in SPEC.cell_weights
