@@ -55,12 +55,13 @@ def canonical_answer(ground_truth: Any) -> str:
     return text
 
 
-def compute_score(solution_str: Any, ground_truth: Any) -> dict[str, Any]:
+def compute_score(solution_str: Any, ground_truth: Any, **_: Any) -> dict[str, Any]:
     """Score one response.
 
     Args:
         solution_str: the decoded response (anything that is not a ``str`` is a failure).
         ground_truth: see :func:`canonical_answer`.
+        **_: options of the router meant for other domains (``extra_info``, timeouts); ignored.
 
     Returns:
         ``{"score": 1.0 or 0.0, "acc": bool, "formatted": bool}``; ``formatted`` says whether the response was a

@@ -95,3 +95,13 @@ def test_malformed_ground_truth_raises(truth) -> None:
         canonical_answer(truth)
     with pytest.raises(ValueError):
         _score("46", truth)
+
+
+def test_routed_like_verl_calls_it() -> None:
+    """verl's reward loop calls the router with ``extra_info`` (and other domains' options); the toy scorer ignores
+    them rather than raising, which would end a training step."""
+    from bots_verl.rewards import compute_score as route
+
+    info = {"index": 3, "split": "train"}
+    assert route("toy__arith", "46", "46", extra_info=info, timeout_s=1.0)["acc"] is True
+    assert route("toy__arith", "47", "46", extra_info=info)["acc"] is False
