@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 # torch 2.13.0 is the CPU build on our CI image; asking for another version pulls the CUDA wheels.
 TORCH ?= torch==2.13.0
 
-.PHONY: install-test install-demo system-deps test test-core lint typecheck demo smoke clean
+.PHONY: install-test install-demo system-deps test test-core lint typecheck demo smoke toy toy-quick clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -63,6 +63,14 @@ test: install-test lint typecheck system-deps
 # BOTS in verl's real trainer on CPU: a tiny local model, 4 GRPO steps, resume from step 2, exact-resume check
 smoke: install-test
 	$(PY) -m bots_verl.verl_cpu.smoke
+
+# The toy benchmark (real GRPO in verl on CPU, 6 selectors x 3 seeds; resumable; runs/toy/summary.md)
+toy: install-test
+	$(PY) -m bots_verl.toy.benchmark --profile full
+
+# Its reduced version (bots and random, one seed, 6 steps; runs/toy/quick/summary.md)
+toy-quick: install-test
+	$(PY) -m bots_verl.toy.benchmark --profile quick
 
 demo: install-demo
 	$(PY) -m bots_verl.sim --preset demo

@@ -1,0 +1,354 @@
+"""The toy benchmark: BOTS and the baselines trained with real GRPO in verl's trainer on CPU, then the paper's tables.
+
+``python -m bots_verl.toy.benchmark --profile full|quick|ci [--out DIR] [--jobs 2]`` (``make toy``, ``make toy-quick``):
+
+1. **prepare** the artifacts (:mod:`bots_verl.toy.prepare`: data, warm-ups, reference columns, calibration);
+2. **train** every (selector, seed) of the profile with ``python -m bots_verl.main trainer.device=cpu ...`` (the
+   command a user runs; GRPO, ``n`` rollouts per task, no KL), saving the actor every ``eval_every`` steps;
+3. **evaluate** each checkpoint's held-out accuracy exactly (:mod:`bots_verl.toy.evaluate`) into the run log;
+4. **analyse** with ``python -m analysis.tables`` and ``python -m analysis.figures`` and write ``summary.md``.
+
+Every stage resumes: a run with a ``done.json`` is skipped, an interrupted run resumes from its last checkpoint
+(verl's ``resume_mode=auto``), evaluated steps are not evaluated again. Runs pair by seed: the seed fixes verl's data
+order and rollout sampling and the selector's generator; every run starts from the same warmed-up policy (the
+paper's setting: one pretrained checkpoint per model size).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bots_verl import runlog
+from bots_verl.toy.evaluate import EXACT_METRIC, checkpoint_steps, evaluate_checkpoints
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["PROFILES", "BenchmarkProfile", "main", "run_benchmark", "training_overrides"]
+
+#: the selectors of issue 16, in the order of the tables
+ALL_SELECTORS = ("random", "offline_easy2hard", "mopps", "implicit_only", "bots", "bots_plus")
+
+
+@dataclass(frozen=True)
+class BenchmarkProfile:
+    """Sizes of one benchmark: which data profile, which runs, and the GRPO settings shared by every run."""
+
+    name: str
+    #: :data:`bots_verl.toy.prepare.PROFILES` name of the artifacts
+    data_profile: str
+    selectors: tuple[str, ...]
+    seeds: tuple[int, ...]
+    #: GRPO steps per run
+    steps: int
+    #: tasks per step (``data.train_batch_size``)
+    prompts: int = 16
+    #: rollouts per task
+    n: int = 8
+    #: Adam learning rate (the probe: 1e-4 learns, >= 3e-4 collapses within 10-20 steps)
+    lr: float = 1e-4
+    #: steps between saved (and evaluated) checkpoints
+    eval_every: int = 5
+    #: training runs at a time
+    jobs: int = 2
+    extra: tuple[str, ...] = field(default_factory=tuple)
+
+
+PROFILES: dict[str, BenchmarkProfile] = {
+    "full": BenchmarkProfile("full", "full", ALL_SELECTORS, (0, 1, 2), steps=30),
+    "quick": BenchmarkProfile("quick", "quick", ("random", "bots"), (0,), steps=6, eval_every=3),
+    "ci": BenchmarkProfile("ci", "ci", ("random", "bots"), (0,), steps=2, prompts=4, n=4, eval_every=1),
+}
+
+_DEFAULT_OUT = {"full": "runs/toy", "quick": "runs/toy/quick", "ci": "runs/toy/ci"}
+_ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "HYDRA_FULL_ERROR": "1"}
+
+
+def training_overrides(
+    manifest: dict[str, Any], profile: BenchmarkProfile, selector: str, seed: int, run_dir: Path
+) -> list[str]:
+    """``python -m bots_verl.main`` overrides of one run (the artifacts' paths come from the prepare manifest)."""
+    art = manifest["artifacts"]
+    models = art["policy_models"]
+    model = models[str(seed % len(models))]
+    rows = profile.prompts * profile.n
+    refs = ",".join(art["reference_columns"])
+    return [
+        "trainer.device=cpu",
+        f"data.train_files={Path(art['train_files']).resolve()}",
+        f"data.val_files={Path(art['val_files']).resolve()}",
+        f"data.train_batch_size={profile.prompts}",
+        # "<s>" + up to "9999*9999" + "=": 11 tokens
+        "data.max_prompt_length=16",
+        f"data.max_response_length={art['max_response_length']}",
+        f"data.seed={seed}",
+        f"actor_rollout_ref.model.path={Path(model).resolve()}",
+        f"actor_rollout_ref.actor.optim.lr={profile.lr}",
+        # one on-policy update per step, the whole step in one micro-batch
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={profile.prompts}",
+        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={rows}",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={rows}",
+        f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={rows}",
+        "actor_rollout_ref.actor.use_kl_loss=False",
+        "actor_rollout_ref.actor.entropy_coeff=0",
+        f"actor_rollout_ref.rollout.n={profile.n}",
+        "actor_rollout_ref.rollout.temperature=1.0",
+        "actor_rollout_ref.rollout.top_p=1.0",
+        "algorithm.adv_estimator=grpo",
+        "algorithm.use_kl_in_reward=False",
+        "reward.custom_reward_function.path=pkg://bots_verl.rewards",
+        "reward.custom_reward_function.name=compute_score",
+        "trainer.logger=[console,file]",
+        # held-out accuracy is computed exactly from the saved checkpoints (bots_verl.toy.evaluate)
+        "trainer.val_before_train=false",
+        "trainer.test_freq=-1",
+        f"trainer.total_training_steps={profile.steps}",
+        f"trainer.save_freq={profile.eval_every}",
+        "trainer.resume_mode=auto",
+        f"trainer.default_local_dir={run_dir / 'ckpt'}",
+        "trainer.project_name=bots_toy",
+        f"trainer.experiment_name=toy_{profile.name}_{selector}_s{seed}",
+        f"bots.selector={selector}",
+        f"bots.reference_columns=[{refs}]",
+        f"bots.task_id_field={art['task_id_field']}",
+        "bots.success.rule=acc",
+        f"bots.seed={seed}",
+        f"bots.run_log.dir={run_dir / 'run'}",
+        "bots.run_log.domain=toy",
+        f"bots.run_log.run_id=toy_{profile.name}_{selector}_s{seed}",
+        f"hydra.run.dir={run_dir / 'hydra'}",
+        *profile.extra,
+    ]
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return float(ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2) if ordered else 0.0
+
+
+def _train_one(
+    manifest: dict[str, Any], profile: BenchmarkProfile, selector: str, seed: int, root: Path, problems: list, timeout
+) -> dict[str, Any]:
+    """Train, evaluate and finish one run; returns its ``done.json`` record (read back when it exists)."""
+    run_dir = root / "runs" / f"{selector}_s{seed}"
+    done_file = run_dir / "done.json"
+    if done_file.is_file():
+        logger.info("%s: finished earlier, skipped", run_dir.name)
+        return json.loads(done_file.read_text())
+    run_dir.mkdir(parents=True, exist_ok=True)
+    resumed_from = max(checkpoint_steps(run_dir / "ckpt"), default=0)
+    overrides = training_overrides(manifest, profile, selector, seed, run_dir)
+    (run_dir / "command.txt").write_text(" ".join(["python -m bots_verl.main", *overrides]) + "\n")
+    env = {**os.environ, **{k: os.environ.get(k, v) for k, v in _ENV.items()}}
+    start = time.monotonic()
+    logger.info(
+        "%s: training %d steps%s", run_dir.name, profile.steps, f" from step {resumed_from}" * bool(resumed_from)
+    )
+    with (run_dir / "train.log").open("a") as log:
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "bots_verl.main", *overrides],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise RuntimeError(
+                f"{run_dir.name}: training timed out after {timeout:.0f} s ({run_dir / 'train.log'})"
+            ) from exc
+    if proc.returncode != 0:
+        tail = (run_dir / "train.log").read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"{run_dir.name}: training exited with {proc.returncode} ({run_dir / 'train.log'}):\n{tail}")
+    train_s = time.monotonic() - start
+    steps = checkpoint_steps(run_dir / "ckpt")
+    if not steps or steps[-1] != profile.steps:
+        raise RuntimeError(f"{run_dir.name}: no checkpoint of step {profile.steps} (found {steps})")
+    model = manifest["artifacts"]["policy_models"][str(seed % len(manifest["artifacts"]["policy_models"]))]
+    accuracy = evaluate_checkpoints(run_dir / "run", run_dir / "ckpt", model, problems)
+    step_times = [
+        float(d["timing_s/step"]) for s, d in runlog.iter_metrics(run_dir / "run") if "timing_s/step" in d and s > 1
+    ]
+    record = {
+        "selector": selector,
+        "seed": seed,
+        "steps": profile.steps,
+        "resumed_from": resumed_from,
+        "process_wall_s": round(train_s, 1),
+        "median_step_s": round(_median(step_times), 3),
+        "accuracy": {str(k): v[EXACT_METRIC] for k, v in accuracy.items()},
+    }
+    # the final checkpoint stays (a longer rerun resumes from it); the others were only needed for evaluation
+    for step in steps[:-1]:
+        shutil.rmtree(run_dir / "ckpt" / f"global_step_{step}", ignore_errors=True)
+    done_file.write_text(json.dumps(record, indent=1) + "\n")
+    logger.info(
+        "%s: done in %.0f s, median step %.2f s, held-out accuracy %.4f -> %.4f",
+        run_dir.name,
+        train_s,
+        record["median_step_s"],
+        accuracy[0][EXACT_METRIC],
+        accuracy[profile.steps][EXACT_METRIC],
+    )
+    return record
+
+
+def _analyse(root: Path, profile: BenchmarkProfile) -> dict[str, str]:
+    """Run ``analysis.tables`` and ``analysis.figures`` on the runs; returns the rendered tables by name."""
+    runs = str(root / "runs")
+    out: dict[str, str] = {}
+    for table in ("main", "overhead"):
+        path = root / f"table_{table}.md"
+        cmd = [sys.executable, "-m", "analysis.tables", "--runs", runs, "--metric", EXACT_METRIC, "--table", table]
+        subprocess.run([*cmd, "--out", str(path)], check=True)
+        out[table] = path.read_text()
+    figures = root / "figures"
+    subprocess.run(
+        [sys.executable, "-m", "analysis.figures", "--runs", runs, "--metric", EXACT_METRIC, "--out", str(figures)]
+        + ["--figures", "accuracy", "etr"],
+        check=True,
+    )
+    return out
+
+
+def _curves(records: Sequence[dict[str, Any]], selectors: Sequence[str]) -> str:
+    """Mean held-out accuracy at each evaluated step, by selector (markdown)."""
+    import numpy as np
+
+    steps = sorted({int(s) for r in records for s in r["accuracy"]})
+    lines = ["| selector | " + " | ".join(f"step {s}" for s in steps) + " |", "|---|" + "---|" * len(steps)]
+    for sel in selectors:
+        rows = [r for r in records if r["selector"] == sel]
+        cells = []
+        for s in steps:
+            vals = [r["accuracy"][str(s)] for r in rows if str(s) in r["accuracy"]]
+            cells.append(f"{np.mean(vals):.4f}" if vals else "")
+        lines.append(f"| {sel} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def run_benchmark(
+    profile: BenchmarkProfile, root: Path, prepare_jobs: int = 2, timeout: float = 3600.0
+) -> dict[str, Any]:
+    """Prepare, train, evaluate and analyse; returns the summary (also written to ``<root>/summary.json``)."""
+    from bots_verl.toy.prepare import prepare
+    from bots_verl.toy.tasks import parse_prompt
+
+    start = time.monotonic()
+    root.mkdir(parents=True, exist_ok=True)
+    data_dir = root / "data"
+    manifest = prepare(data_dir, seed=0, profile=profile.data_profile, jobs=prepare_jobs)
+    prepare_s = time.monotonic() - start
+    import pyarrow.parquet as pq
+
+    val = pq.read_table(manifest["artifacts"]["val_files"], columns=["prompt"]).column("prompt").to_pylist()
+    problems = [parse_prompt(messages[0]["content"]) for messages in val]
+    plan = [(sel, seed) for seed in profile.seeds for sel in profile.selectors]
+    train_start = time.monotonic()
+    with ThreadPoolExecutor(max_workers=max(1, profile.jobs)) as pool:
+        futures = [pool.submit(_train_one, manifest, profile, s, seed, root, problems, timeout) for s, seed in plan]
+        records = [f.result() for f in futures]
+    train_s = time.monotonic() - train_start
+    tables = _analyse(root, profile)
+    summary = {
+        "profile": asdict(profile),
+        "prepare_s": round(prepare_s, 1),
+        "train_s": round(train_s, 1),
+        "total_s": round(time.monotonic() - start, 1),
+        "median_step_s": _median([r["median_step_s"] for r in records]),
+        "runs": records,
+    }
+    (root / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (root / "summary.md").write_text(_summary_markdown(summary, tables, manifest, data_dir))
+    return summary
+
+
+def _summary_markdown(summary: dict[str, Any], tables: dict[str, str], manifest: dict[str, Any], data_dir: Path) -> str:
+    prof = summary["profile"]
+    calibration = (data_dir / "calibration.md").read_text() if (data_dir / "calibration.md").is_file() else ""
+    # keep the model table and the correlations of the calibration, not the per-cell table
+    calibration = re.split(r"\n\| cell \|", calibration)[0].strip()
+    selectors = prof["selectors"]
+    return (
+        "\n\n".join(
+            [
+                f"# Toy benchmark ({prof['name']}): BOTS and baselines with real GRPO in verl on CPU",
+                f"{len(prof['selectors'])} selectors x {len(prof['seeds'])} seeds, {prof['steps']} GRPO steps of "
+                f"{prof['prompts']} tasks x {prof['n']} rollouts, lr {prof['lr']}, held-out accuracy (exact, "
+                f"temperature 1, {len(manifest and [0]) and manifest['data']['heldout_tasks']} prompts) every "
+                f"{prof['eval_every']} steps. Wall-clock: prepare {summary['prepare_s']:.0f} s, training "
+                f"{summary['train_s']:.0f} s ({prof['jobs']} runs at a time), total {summary['total_s']:.0f} s; median "
+                f"step {summary['median_step_s']:.2f} s.",
+                "## Starting point (calibration)\n\n" + calibration,
+                "## Main table (`python -m analysis.tables --metric "
+                + EXACT_METRIC
+                + "`)\n\n"
+                + tables["main"].strip(),
+                "## Mean held-out accuracy by step\n\n" + _curves(summary["runs"], selectors),
+                "## Selection overhead\n\n" + tables["overhead"].strip(),
+                "Figures: `figures/toy_accuracy.png`, `figures/toy_etr.png`.",
+            ]
+        )
+        + "\n"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m bots_verl.toy.benchmark", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="full")
+    parser.add_argument("--out", help="benchmark directory (default: runs/toy, runs/toy/quick, runs/toy/ci)")
+    parser.add_argument("--jobs", type=int, help="training runs at a time (default: the profile's)")
+    parser.add_argument("--steps", type=int, help="GRPO steps per run (default: the profile's)")
+    parser.add_argument("--seeds", type=int, nargs="+", help="training seeds (default: the profile's)")
+    parser.add_argument("--selectors", nargs="+", help="selectors (default: the profile's)")
+    parser.add_argument("--lr", type=float, help="learning rate (default: the profile's)")
+    parser.add_argument("--eval-every", type=int, help="steps between evaluated checkpoints (default: the profile's)")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per training process")
+    args = parser.parse_args(argv)
+    signal_exit = lambda signum, frame: sys.exit(128 + signum)  # noqa: E731
+    import signal
+
+    signal.signal(signal.SIGTERM, signal_exit)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    profile = PROFILES[args.profile]
+    changes = {
+        k: v
+        for k, v in {
+            "jobs": args.jobs,
+            "steps": args.steps,
+            "seeds": tuple(args.seeds) if args.seeds else None,
+            "selectors": tuple(args.selectors) if args.selectors else None,
+            "lr": args.lr,
+            "eval_every": args.eval_every,
+        }.items()
+        if v is not None
+    }
+    if changes:
+        profile = BenchmarkProfile(**{**asdict(profile), **changes})
+    root = Path(args.out or _DEFAULT_OUT[profile.name]).resolve()
+    try:
+        summary = run_benchmark(profile, root, timeout=args.timeout)
+    except (RuntimeError, subprocess.CalledProcessError) as exc:
+        logger.error("%s", exc)
+        return 1
+    print((root / "summary.md").read_text())
+    print(f"toy benchmark ok: {len(summary['runs'])} runs, {summary['total_s']:.0f} s, summary: {root / 'summary.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The toy benchmark (issue 16): prepare the artifacts, train every selector x seed with real GRPO through
+# python -m bots_verl.main on the CPU backend, evaluate the checkpoints, write the tables, figures and summary.md.
+# Resumable: a rerun skips finished runs and resumes an interrupted one from its last checkpoint.
+#
+#   bash recipes/toy/run_benchmark.sh                     # = make toy        (runs/toy)
+#   PROFILE=quick bash recipes/toy/run_benchmark.sh       # = make toy-quick  (runs/toy/quick)
+#   bash recipes/toy/run_benchmark.sh --seeds 0 1 2 3 4   # any extra option goes to python -m bots_verl.toy.benchmark
+set -euo pipefail
+PROFILE=${PROFILE:-full}                       # full | quick | ci
+PYTHON=${PYTHON:-python3}
+
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1
+exec "$PYTHON" -m bots_verl.toy.benchmark --profile "$PROFILE" "$@"

@@ -1,0 +1,99 @@
+"""The toy benchmark's whole pipeline at its smallest (``--profile ci``): prepare, real GRPO training of ``random``
+and ``bots`` through ``python -m bots_verl.main`` on the CPU backend (verl's real trainer, two runs at a time), exact
+evaluation of the saved checkpoints, ``analysis.tables`` / ``analysis.figures`` and the summary; then the resume."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from bots_verl import runlog
+from bots_verl.toy.benchmark import PROFILES, run_benchmark, training_overrides
+from bots_verl.toy.evaluate import EXACT_METRIC, load_actor
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    root = tmp_path_factory.mktemp("toybench")
+    summary = run_benchmark(PROFILES["ci"], root, prepare_jobs=1, timeout=900)
+    return root, summary
+
+
+def test_every_run_trains_and_is_evaluated(bench) -> None:
+    root, summary = bench
+    prof = PROFILES["ci"]
+    assert {(r["selector"], r["seed"]) for r in summary["runs"]} == {(s, 0) for s in prof.selectors}
+    for record in summary["runs"]:
+        run_dir = root / "runs" / f"{record['selector']}_s0"
+        meta = runlog.read_meta(run_dir / "run")
+        assert meta["domain"] == "toy" and meta["method"] == record["selector"]
+        metrics = dict(runlog.iter_metrics(run_dir / "run"))
+        # the posterior saw every rollout verl generated: prompts x n per step
+        rollouts = [metrics[s]["bots/rollouts"] for s in range(1, prof.steps + 1)]
+        assert rollouts == [prof.prompts * prof.n] * prof.steps
+        assert 0.0 <= metrics[1]["bots/batch/effective_task_ratio"] <= 1.0
+        # evaluated at step 0 (the shared start) and at every saved step
+        assert sorted(int(s) for s in record["accuracy"]) == list(range(0, prof.steps + 1, prof.eval_every))
+        assert all(0.0 < v < 1.0 for v in record["accuracy"].values())
+        assert record["accuracy"]["0"] == pytest.approx(metrics[0][EXACT_METRIC])
+        # only the last checkpoint is kept
+        assert sorted(p.name for p in (run_dir / "ckpt").glob("global_step_*")) == [f"global_step_{prof.steps}"]
+    starts = {r["accuracy"]["0"] for r in summary["runs"]}
+    assert len(starts) == 1, "every run starts from the same policy"
+    # the updates changed the policy (an evaluation that ignored the checkpoint would not move)
+    assert any(r["accuracy"][str(prof.steps)] != r["accuracy"]["0"] for r in summary["runs"])
+
+
+def test_tables_figures_and_summary(bench) -> None:
+    root, _ = bench
+    main_table = (root / "table_main.md").read_text()
+    for selector in PROFILES["ci"].selectors:
+        assert selector in main_table.lower()
+    assert (root / "figures" / "toy_accuracy.png").stat().st_size > 0
+    summary = (root / "summary.md").read_text()
+    assert "Main table" in summary and "Starting point" in summary and "step 0" in summary
+
+
+def test_rerun_skips_finished_runs(bench) -> None:
+    root, summary = bench
+    logs = {p: p.stat().st_mtime_ns for p in (root / "runs").glob("*/train.log")}
+    again = run_benchmark(PROFILES["ci"], root, prepare_jobs=1, timeout=900)
+    assert again["runs"] == summary["runs"]
+    assert {p: p.stat().st_mtime_ns for p in logs} == logs
+    assert json.loads((root / "summary.json").read_text())["runs"] == summary["runs"]
+
+
+def test_full_profile_composes(bench) -> None:
+    """The full benchmark's command line composes and passes every config check (dry run: no Ray, no training)."""
+    root, _ = bench
+    manifest = json.loads((root / "data" / "manifest.json").read_text())
+    for selector in PROFILES["full"].selectors:
+        args = training_overrides(manifest, PROFILES["full"], selector, 1, root / "dry" / selector)
+        proc = subprocess.run(
+            [sys.executable, "-m", "bots_verl.main", *args, "bots.dry_run=true", "hydra.output_subdir=null"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_a_checkpoint_of_another_model_is_refused(bench, tmp_path) -> None:
+    root, _ = bench
+    import torch
+
+    step_dir = tmp_path / "global_step_1"
+    (step_dir / "actor").mkdir(parents=True)
+    torch.save({"model.embed_tokens.weight": torch.zeros(3, 3)}, step_dir / "actor" / "model_world_size_1_rank_0.pt")
+    with pytest.raises((ValueError, RuntimeError)):
+        load_actor(step_dir, root / "data" / "models" / "policy")
+    (step_dir / "actor" / "model_world_size_2_rank_0.pt").write_bytes(b"")
+    with pytest.raises(ValueError, match="single-rank"):
+        load_actor(step_dir, root / "data" / "models" / "policy")
+    assert np.isfinite(PROFILES["full"].lr)
