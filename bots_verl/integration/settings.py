@@ -145,7 +145,7 @@ def parse_bots_config(config: DictConfig, *, check_hparams: bool = True) -> BOTS
 
     if check_hparams:
         # A 2-task pool with neutral reference columns checks the name, every hyperparameter and the reference
-        # requirements (offline_easy2hard, prior=reference, prior_column) without the dataset.
+        # requirements (offline_easy2hard, bots_plus, implicit_only) without the dataset.
         dummy_ref = np.full((2, len(refs)), 0.5) if refs else None
         try:
             build_selector(selector, 2, reference_pass_rates=dummy_ref, seed=seed, **hparams)

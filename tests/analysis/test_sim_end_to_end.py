@@ -13,8 +13,6 @@ import pytest
 from analysis import tables
 from analysis.loader import load_runs
 
-pytest.importorskip("bots_verl.sim.cli", reason="the simulator has not landed")
-
 # our column key -> the simulator's summary key (bots_verl/sim/report.py)
 SIM_KEYS = {
     "TTB25": "ttb25",
