@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bots_verl import runlog
-from bots_verl.toy.evaluate import EXACT_METRIC, checkpoint_steps, evaluate_checkpoints
+from bots_verl.toy.evaluate import EXACT_METRIC, POOL_METRIC, checkpoint_steps, evaluate_checkpoints
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +140,13 @@ def _median(values: Sequence[float]) -> float:
 
 
 def _train_one(
-    manifest: dict[str, Any], profile: BenchmarkProfile, selector: str, seed: int, root: Path, problems: list, timeout
+    manifest: dict[str, Any],
+    profile: BenchmarkProfile,
+    selector: str,
+    seed: int,
+    root: Path,
+    tasks: tuple[list, list],
+    timeout: float,
 ) -> dict[str, Any]:
     """Train, evaluate and finish one run; returns its ``done.json`` record (read back when it exists)."""
     run_dir = root / "runs" / f"{selector}_s{seed}"
@@ -178,7 +184,7 @@ def _train_one(
     if not steps or steps[-1] != profile.steps:
         raise RuntimeError(f"{run_dir.name}: no checkpoint of step {profile.steps} (found {steps})")
     model = manifest["artifacts"]["policy_models"][str(seed % len(manifest["artifacts"]["policy_models"]))]
-    accuracy = evaluate_checkpoints(run_dir / "run", run_dir / "ckpt", model, problems)
+    accuracy = evaluate_checkpoints(run_dir / "run", run_dir / "ckpt", model, *tasks)
     step_times = [
         float(d["timing_s/step"]) for s, d in runlog.iter_metrics(run_dir / "run") if "timing_s/step" in d and s > 1
     ]
@@ -190,6 +196,7 @@ def _train_one(
         "process_wall_s": round(train_s, 1),
         "median_step_s": round(_median(step_times), 3),
         "accuracy": {str(k): v[EXACT_METRIC] for k, v in accuracy.items()},
+        "pool_accuracy": {str(k): v[POOL_METRIC] for k, v in accuracy.items() if POOL_METRIC in v},
     }
     # the final checkpoint stays (a longer rerun resumes from it); the others were only needed for evaluation
     for step in steps[:-1]:
@@ -210,11 +217,15 @@ def _analyse(root: Path, profile: BenchmarkProfile) -> dict[str, str]:
     """Run ``analysis.tables`` and ``analysis.figures`` on the runs; returns the rendered tables by name."""
     runs = str(root / "runs")
     out: dict[str, str] = {}
-    for table in ("main", "overhead"):
-        path = root / f"table_{table}.md"
-        cmd = [sys.executable, "-m", "analysis.tables", "--runs", runs, "--metric", EXACT_METRIC, "--table", table]
+    for name, table, metric in (
+        ("main", "main", EXACT_METRIC),
+        ("pool", "main", POOL_METRIC),
+        ("overhead", "overhead", EXACT_METRIC),
+    ):
+        path = root / f"table_{name}.md"
+        cmd = [sys.executable, "-m", "analysis.tables", "--runs", runs, "--metric", metric, "--table", table]
         subprocess.run([*cmd, "--out", str(path)], check=True)
-        out[table] = path.read_text()
+        out[name] = path.read_text()
     figures = root / "figures"
     subprocess.run(
         [sys.executable, "-m", "analysis.figures", "--runs", runs, "--metric", EXACT_METRIC, "--out", str(figures)]
@@ -224,18 +235,18 @@ def _analyse(root: Path, profile: BenchmarkProfile) -> dict[str, str]:
     return out
 
 
-def _curves(records: Sequence[dict[str, Any]], selectors: Sequence[str]) -> str:
-    """Mean held-out accuracy at each evaluated step, by selector (markdown)."""
-    import numpy as np
+def _curves(records: Sequence[dict[str, Any]], selectors: Sequence[str], key: str = "accuracy") -> str:
+    """Mean and 95% interval over seeds of an accuracy at each evaluated step, by selector (markdown)."""
+    from bots_verl.core.metrics import interval
 
-    steps = sorted({int(s) for r in records for s in r["accuracy"]})
+    steps = sorted({int(s) for r in records for s in r[key]})
     lines = ["| selector | " + " | ".join(f"step {s}" for s in steps) + " |", "|---|" + "---|" * len(steps)]
     for sel in selectors:
         rows = [r for r in records if r["selector"] == sel]
         cells = []
         for s in steps:
-            vals = [r["accuracy"][str(s)] for r in rows if str(s) in r["accuracy"]]
-            cells.append(f"{np.mean(vals):.4f}" if vals else "")
+            vals = [r[key][str(s)] for r in rows if str(s) in r.get(key, {})]
+            cells.append(interval(vals).format(3) if vals else "")
         lines.append(f"| {sel} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -254,12 +265,15 @@ def run_benchmark(
     prepare_s = time.monotonic() - start
     import pyarrow.parquet as pq
 
-    val = pq.read_table(manifest["artifacts"]["val_files"], columns=["prompt"]).column("prompt").to_pylist()
-    problems = [parse_prompt(messages[0]["content"]) for messages in val]
+    def problems(path: str) -> list:
+        prompts = pq.read_table(path, columns=["prompt"]).column("prompt").to_pylist()
+        return [parse_prompt(messages[0]["content"]) for messages in prompts]
+
+    tasks = (problems(manifest["artifacts"]["val_files"]), problems(manifest["artifacts"]["train_files"]))
     plan = [(sel, seed) for seed in profile.seeds for sel in profile.selectors]
     train_start = time.monotonic()
     with ThreadPoolExecutor(max_workers=max(1, profile.jobs)) as pool:
-        futures = [pool.submit(_train_one, manifest, profile, s, seed, root, problems, timeout) for s, seed in plan]
+        futures = [pool.submit(_train_one, manifest, profile, s, seed, root, tasks, timeout) for s, seed in plan]
         records = [f.result() for f in futures]
     train_s = time.monotonic() - train_start
     tables = _analyse(root, profile)
@@ -297,7 +311,10 @@ def _summary_markdown(summary: dict[str, Any], tables: dict[str, str], manifest:
                 + EXACT_METRIC
                 + "`)\n\n"
                 + tables["main"].strip(),
-                "## Mean held-out accuracy by step\n\n" + _curves(summary["runs"], selectors),
+                "## Held-out accuracy by step (mean [95% interval] over seeds)\n\n"
+                + _curves(summary["runs"], selectors),
+                "## Training-pool accuracy (`" + POOL_METRIC + "`)\n\n" + tables["pool"].strip(),
+                "Training-pool accuracy by step:\n\n" + _curves(summary["runs"], selectors, "pool_accuracy"),
                 "## Selection overhead\n\n" + tables["overhead"].strip(),
                 "Figures: `figures/toy_accuracy.png`, `figures/toy_etr.png`.",
             ]
@@ -315,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, help="GRPO steps per run (default: the profile's)")
     parser.add_argument("--seeds", type=int, nargs="+", help="training seeds (default: the profile's)")
     parser.add_argument("--selectors", nargs="+", help="selectors (default: the profile's)")
+    parser.add_argument("--prompts", type=int, help="tasks per step (default: the profile's)")
+    parser.add_argument("--n", type=int, help="rollouts per task (default: the profile's)")
     parser.add_argument("--lr", type=float, help="learning rate (default: the profile's)")
     parser.add_argument("--eval-every", type=int, help="steps between evaluated checkpoints (default: the profile's)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per training process")
@@ -333,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
             "seeds": tuple(args.seeds) if args.seeds else None,
             "selectors": tuple(args.selectors) if args.selectors else None,
             "lr": args.lr,
+            "prompts": args.prompts,
+            "n": args.n,
             "eval_every": args.eval_every,
         }.items()
         if v is not None

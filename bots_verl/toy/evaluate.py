@@ -24,12 +24,14 @@ from bots_verl.toy.tasks import Problem
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EXACT_METRIC", "GREEDY_METRIC", "checkpoint_steps", "evaluate_checkpoints", "load_actor"]
+__all__ = ["EXACT_METRIC", "GREEDY_METRIC", "POOL_METRIC", "checkpoint_steps", "evaluate_checkpoints", "load_actor"]
 
 #: the expected held-out accuracy of one temperature-1 sample per prompt (verl's ``mean@1`` without its noise)
 EXACT_METRIC = "val-core/toy__arith/acc/exact"
 #: held-out accuracy of greedy decoding
 GREEDY_METRIC = "val-core/toy__arith/acc/greedy"
+#: the expected accuracy over the whole training pool (what GRPO optimises; selection decides where it is spent)
+POOL_METRIC = "train-pool/toy__arith/acc/exact"
 
 _STEP_DIR = re.compile(r"^global_step_(\d+)$")
 
@@ -74,19 +76,33 @@ def load_actor(step_dir: str | Path, model_dir: str | Path) -> Any:
     return model
 
 
-def _accuracy(model: Any, problems: Sequence[Problem]) -> dict[str, float]:
+def _accuracy(model: Any, problems: Sequence[Problem], pool: Sequence[Problem]) -> dict[str, float]:
     from bots_verl.toy.likelihood import answer_stats
 
     p, greedy = answer_stats(model, problems)
-    return {EXACT_METRIC: float(np.mean(p)), GREEDY_METRIC: float(np.mean(greedy))}
+    out = {EXACT_METRIC: float(np.mean(p)), GREEDY_METRIC: float(np.mean(greedy))}
+    if pool:
+        out[POOL_METRIC] = float(np.mean(answer_stats(model, pool)[0]))
+    return out
 
 
 def evaluate_checkpoints(
-    run_dir: str | Path, ckpt_dir: str | Path, model_dir: str | Path, problems: Sequence[Problem]
+    run_dir: str | Path,
+    ckpt_dir: str | Path,
+    model_dir: str | Path,
+    problems: Sequence[Problem],
+    pool: Sequence[Problem] = (),
 ) -> dict[int, dict[str, float]]:
     """Evaluate the starting model (step 0) and every checkpoint not yet in the run log; append them to it.
 
     A rerun evaluates only the steps whose lines are missing, so an interrupted benchmark resumes.
+
+    Args:
+        run_dir: the run log directory (``bots.run_log.dir``).
+        ckpt_dir: verl's ``trainer.default_local_dir``.
+        model_dir: the model the run started from.
+        problems: the held-out tasks (:data:`EXACT_METRIC`, :data:`GREEDY_METRIC`).
+        pool: the training tasks (:data:`POOL_METRIC`); empty: not evaluated.
 
     Returns:
         ``{step: {metric: value}}`` of every evaluated step (old and new), ascending.
@@ -99,14 +115,14 @@ def evaluate_checkpoints(
     if runlog.metrics_files(run_dir):
         for step, data in runlog.iter_metrics(run_dir):
             if EXACT_METRIC in data:
-                done[step] = {k: float(data[k]) for k in (EXACT_METRIC, GREEDY_METRIC) if k in data}
+                done[step] = {k: float(data[k]) for k in (EXACT_METRIC, GREEDY_METRIC, POOL_METRIC) if k in data}
     todo = [s for s in [0, *checkpoint_steps(ckpt_dir)] if s not in done]
     if todo:
         with (run_dir / runlog.METRICS_FILE).open("a") as out:
             for step in todo:
                 step_dir = Path(ckpt_dir) / f"global_step_{step}"
                 model = load_actor(step_dir, model_dir) if step else _base_model(model_dir)
-                done[step] = _accuracy(model, problems)
+                done[step] = _accuracy(model, problems, pool)
                 out.write(json.dumps({"step": step, "data": done[step]}) + "\n")
                 out.flush()
                 logger.info("%s step %d: held-out accuracy %.4f", run_dir.name, step, done[step][EXACT_METRIC])
