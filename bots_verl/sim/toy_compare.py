@@ -33,6 +33,7 @@ import numpy as np
 
 from bots_verl import runlog
 from bots_verl.core.metrics import Interval, interval, paired_interval
+from bots_verl.sim.experiment import _clean, run_experiment
 
 logger = logging.getLogger(__name__)
 
@@ -137,8 +138,6 @@ def simulate(
     plots: bool = False,
 ) -> list[RunCurve]:
     """Run the ``toy`` scenario for ``selectors`` (the oracle is added) and return every run's curve."""
-    from bots_verl.sim.experiment import run_experiment
-
     methods = list(dict.fromkeys([*selectors, "oracle"]))
     res = run_experiment(
         "toy",
@@ -338,16 +337,6 @@ def _markdown(
             f"AUC {headroom['auc'].format(3)}."
         )
     return "\n".join(lines) + "\n"
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def main(argv: list[str] | None = None) -> int:
