@@ -71,8 +71,12 @@ class MethodSpec:
 
 
 def parse_value(text: str) -> Any:
-    """Parse a CLI value: JSON literals (numbers, true/false, null) and ``None``; anything else stays a string."""
-    if text in ("None", "none"):
+    """Parse a CLI value: JSON literals (numbers, true/false, null) and ``None``; anything else stays a string.
+
+    Lower-case ``none`` stays the string ``"none"``: it is a value in its own right (``evidence=none``, the
+    no-reference evidence plug-in), so only ``None`` and ``null`` mean Python's None.
+    """
+    if text == "None":
         return None
     if text in ("True", "False"):
         return text == "True"

@@ -1,4 +1,5 @@
-"""Scenario configuration: every knob of the simulated world, and the ``math`` / ``code`` / ``logic`` presets.
+"""Scenario configuration: every knob of the simulated world, and the ``math`` / ``code`` / ``logic`` / ``toy``
+presets.
 
 A scenario fixes the task pool (size, difficulty, skill structure), the reference models that label it, the held-out
 evaluation set and the learning dynamics of the policy. The modelling choices behind each knob are explained in
@@ -26,7 +27,12 @@ class ScenarioConfig:
     Attributes:
         name: preset name; the eval metric is ``val-core/sim-<name>/acc/mean@1``.
         pool_size: training tasks kept after GURU-style filtering.
-        eval_size: held-out tasks, drawn and filtered like the pool (a held-out split of the same distribution).
+        eval_size: held-out tasks, drawn and filtered like the pool (a held-out split of the same distribution,
+            unless ``eval_difficulty_shift`` / ``eval_difficulty_scale`` change it).
+        eval_difficulty_shift: added to ``difficulty_mean`` for the eval set only (0: the pool's distribution). A
+            benchmark drawn from a band of the pool's difficulties (the toy testbed's held-out cells) has its own
+            difficulty mean and spread.
+        eval_difficulty_scale: multiplies ``difficulty_sd`` for the eval set only (1: the pool's spread).
         num_skills: latent skill dimensions D; dimension 0 is a general skill shared by every task.
         shared_loading: share of every task's loading on the general skill, in [0, 1]; the main transfer knob
             (training on one task moves every task through this share).
@@ -65,6 +71,8 @@ class ScenarioConfig:
     name: str = "math"
     pool_size: int = 4000
     eval_size: int = 500
+    eval_difficulty_shift: float = 0.0
+    eval_difficulty_scale: float = 1.0
     num_skills: int = 8
     shared_loading: float = 0.5
     skill_concentration: float = 0.5
@@ -102,6 +110,8 @@ class ScenarioConfig:
             raise ValueError("shared_loading must be in [0, 1]")
         if self.signal not in ("std", "variance"):
             raise ValueError(f"signal must be 'std' or 'variance', got {self.signal!r}")
+        if self.eval_difficulty_scale <= 0:
+            raise ValueError("eval_difficulty_scale must be positive")
         if self.capacity <= 0 or self.skill_concentration <= 0 or self.discrimination_mean <= 0:
             raise ValueError("capacity, skill_concentration and discrimination_mean must be positive")
 
@@ -175,6 +185,33 @@ PRESETS: dict[str, ScenarioConfig] = {
         capacity=2.0,
         description="GURU logic (zebra, ordering, graph, ARC/BARC puzzles): a small pool of distinct puzzle families "
         "(little transfer between families), puzzle size sets a wide difficulty range, sharp pass/fail.",
+    ),
+    # The toy testbed (bots_verl.toy, issue 16): 2352 arithmetic tasks (a+b, a-b, a*b, 1-4 digits, 48 cells), no
+    # reference filter, 600 held-out prompts from 8 moderate cells. The starting-world fields marked "fit" are the
+    # output of `python -m bots_verl.sim.toy_fit --calibration runs/toy/data/calibration.parquet` (rounded), which
+    # reproduces bots_verl.sim.toy_fit.TOY_TARGETS (tests/sim/test_toy.py checks it). The others are set by hand:
+    # three operations sharing digit handling (a general skill plus 3 specific ones, each task mostly on its own
+    # operation); the learning dynamics keep the math preset's values (nothing in the calibration measures them).
+    "toy": ScenarioConfig(
+        name="toy",
+        pool_size=2352,
+        eval_size=600,
+        num_skills=4,
+        shared_loading=0.4,
+        skill_concentration=0.2,
+        difficulty_mean=1.91,  # fit
+        difficulty_sd=1.47,  # fit
+        policy_task_noise=1.53,  # fit
+        ref_offsets=(0.22, 1.28),  # fit
+        ref_task_noise=1.0,  # fit
+        eval_difficulty_shift=-1.2,  # fit
+        eval_difficulty_scale=0.18,  # fit
+        filter_weak_max=2.0,
+        filter_unsolved=False,
+        filter_inverted=False,
+        description="The toy testbed (issue 16): a 1.05M-parameter Llama on integer arithmetic, 2352 tasks, most "
+        "far too hard at the start (46% at p < 0.01), references from the same architecture trained on their own "
+        "mixtures (weak near the policy, strong far better on 2-3 digit cells), a held-out set of moderate cells.",
     ),
 }
 

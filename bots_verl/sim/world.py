@@ -14,6 +14,7 @@ generator and filtered by the same GURU rule, then split.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 
@@ -131,20 +132,8 @@ def _keep_mask(cfg: ScenarioConfig, reference: np.ndarray) -> np.ndarray:
     return keep
 
 
-def build_world(cfg: ScenarioConfig, rng: np.random.Generator) -> World:
-    """Draw the pool and the eval set for one seed.
-
-    Tasks are drawn in vectorised chunks until enough pass the filter; the first ``pool_size`` kept tasks form the
-    pool and the next ``eval_size`` the eval set, so both come from the same filtered distribution.
-
-    Raises:
-        RuntimeError: if the filter keeps almost nothing (a misconfigured scenario).
-    """
-    d, k = cfg.num_skills, len(cfg.ref_offsets)
-    theta0 = np.zeros(d)
-    offsets = np.asarray(cfg.ref_offsets, dtype=np.float64)
-    ref_theta = theta0 + offsets[:, None] + rng.normal(0.0, cfg.ref_profile_noise, size=(k, d))
-    need = cfg.pool_size + cfg.eval_size
+def _draw_kept(cfg: ScenarioConfig, ref_theta: np.ndarray, need: int, rng: np.random.Generator) -> tuple[TaskSet, int]:
+    """Draw tasks in vectorised chunks until ``need`` pass the filter; returns them and the number drawn."""
     chunks: list[TaskSet] = []
     kept = drawn = 0
     while kept < need:
@@ -157,14 +146,38 @@ def build_world(cfg: ScenarioConfig, rng: np.random.Generator) -> World:
         # Count drawn tasks up to the last one kept, so the filter's yield is exact.
         drawn += int(rows[-1]) + 1 if kept + rows.size == need else m
         kept += rows.size
-    allk = TaskSet(*(np.concatenate([getattr(c, f) for c in chunks]) for f in TaskSet.__dataclass_fields__))
-    world = World(
-        config=cfg,
-        pool=allk.take(np.arange(cfg.pool_size)),
-        eval=allk.take(np.arange(cfg.pool_size, need)),
-        theta0=theta0,
-        ref_theta=ref_theta,
-        raw_drawn=drawn,
-    )
+    return TaskSet(*(np.concatenate([getattr(c, f) for c in chunks]) for f in TaskSet.__dataclass_fields__)), drawn
+
+
+def build_world(cfg: ScenarioConfig, rng: np.random.Generator) -> World:
+    """Draw the pool and the eval set for one seed.
+
+    Tasks are drawn in vectorised chunks until enough pass the filter; the first ``pool_size`` kept tasks form the
+    pool and the next ``eval_size`` the eval set, so both come from the same filtered distribution. With
+    ``eval_difficulty_shift`` / ``eval_difficulty_scale`` set, the eval set is drawn afterwards from its own
+    difficulty distribution (same skills, discrimination, references and filter).
+
+    Raises:
+        RuntimeError: if the filter keeps almost nothing (a misconfigured scenario).
+    """
+    d, k = cfg.num_skills, len(cfg.ref_offsets)
+    theta0 = np.zeros(d)
+    offsets = np.asarray(cfg.ref_offsets, dtype=np.float64)
+    ref_theta = theta0 + offsets[:, None] + rng.normal(0.0, cfg.ref_profile_noise, size=(k, d))
+    own_eval = cfg.eval_difficulty_shift != 0.0 or cfg.eval_difficulty_scale != 1.0
+    if own_eval:
+        pool, drawn = _draw_kept(cfg, ref_theta, cfg.pool_size, rng)
+        eval_cfg = dataclasses.replace(
+            cfg,
+            difficulty_mean=cfg.difficulty_mean + cfg.eval_difficulty_shift,
+            difficulty_sd=cfg.difficulty_sd * cfg.eval_difficulty_scale,
+        )
+        eval_set, eval_drawn = _draw_kept(eval_cfg, ref_theta, cfg.eval_size, rng)
+        drawn += eval_drawn
+    else:
+        allk, drawn = _draw_kept(cfg, ref_theta, cfg.pool_size + cfg.eval_size, rng)
+        pool = allk.take(np.arange(cfg.pool_size))
+        eval_set = allk.take(np.arange(cfg.pool_size, cfg.pool_size + cfg.eval_size))
+    world = World(config=cfg, pool=pool, eval=eval_set, theta0=theta0, ref_theta=ref_theta, raw_drawn=drawn)
     logger.debug("built world %s: %s", cfg.name, world.summary())
     return world

@@ -219,3 +219,19 @@ def test_cli_rejects_bad_input():
         main(["--set", "no_such_field=1", "--steps", "2", "--no-progress", "--no-plots"])
     with pytest.raises(ValueError):
         parse_method("bad label=bots")
+
+
+def test_cli_values_keep_the_string_none():
+    # evidence=none names the no-reference evidence plug-in; it must not become Python's None.
+    from bots_verl.sim.methods import parse_args_list, parse_value
+
+    assert parse_args_list("evidence=none,implicit_scale=None,x=null") == {
+        "evidence": "none",
+        "implicit_scale": None,
+        "x": None,
+    }
+    assert parse_value("none") == "none"
+    spec = parse_method("b0=bots:evidence=none")
+    assert spec.hparams == {"evidence": "none"}
+    res = run_experiment("math", [spec], seeds=1, steps=2, scenario_overrides=SMALL, plots=False)
+    assert res.runs["b0"][0].etr.size == 2

@@ -1,0 +1,362 @@
+"""Simulated vs measured: the ``toy`` scenario against the toy testbed's GRPO runs (issue 16).
+
+``python -m bots_verl.sim.toy_compare --measured runs/toy/summary.json --out DIR`` runs the simulator on the ``toy``
+scenario with the testbed's selectors plus the ``oracle`` (same steps, batch, rollouts and eval interval; 10 sim
+seeds by default) and writes ``DIR/toy_compare.md`` / ``toy_compare.json``: per selector, simulated and measured
+held-out accuracy gain at the final step (95% t-interval over seeds), the area under the gain curve, mean ETR
+(``bots/batch/effective_task_ratio``), the gain relative to Random (paired by seed), the ranking of selectors, and the
+oracle's headroom over BOTS (simulated only). The simulated run logs go to ``DIR/sim/``.
+
+The measured side is the benchmark's ``summary.json`` (``runs[]``: ``selector``, ``seed``, ``accuracy`` by step;
+``profile``: steps, prompts, n, eval_every) and each run's log ``<summary dir>/runs/<selector>_s<seed>/run`` for the
+ETR. Any subset of selectors and seeds works; when ``summary.json`` does not exist yet, the runs' ``done.json`` files
+beside it are read instead, and with neither only the simulated side is written.
+
+Quantities: gain = accuracy at the last step minus accuracy at step 0 of the same run; AUC = trapezoidal area under
+the gain curve divided by the steps (the mean gain over training, in accuracy units). Absolute accuracies are not
+compared: the simulator's scale is its own (see ``bots_verl/sim/README.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bots_verl import runlog
+from bots_verl.core.metrics import Interval, interval, paired_interval
+from bots_verl.sim.experiment import _clean, run_experiment
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["RunCurve", "compare", "load_measured", "main", "simulate"]
+
+ETR_METRIC = "bots/batch/effective_task_ratio"
+
+
+@dataclass
+class RunCurve:
+    """One run's held-out accuracy curve and mean ETR (measured or simulated)."""
+
+    selector: str
+    seed: int
+    steps: np.ndarray
+    acc: np.ndarray
+    etr: float = math.nan
+
+    def gain(self, final_step: int) -> float:
+        """Accuracy at ``final_step`` minus at step 0 (NaN when either was not evaluated)."""
+        at = dict(zip(self.steps.tolist(), self.acc.tolist(), strict=True))
+        return at[final_step] - at[0] if 0 in at and final_step in at else math.nan
+
+    def auc(self, final_step: int) -> float:
+        """Trapezoidal area under the gain curve over ``[0, final_step]``, divided by ``final_step``."""
+        keep = self.steps <= final_step
+        s, a = self.steps[keep], self.acc[keep]
+        if s.size < 2 or s[0] != 0 or s[-1] != final_step:
+            return math.nan
+        g = a - a[0]
+        return float(np.sum((g[1:] + g[:-1]) / 2 * np.diff(s)) / final_step)
+
+
+@dataclass
+class Measured:
+    """The testbed's runs and settings."""
+
+    runs: list[RunCurve]
+    profile: dict[str, Any] = field(default_factory=dict)
+    source: str = ""
+
+
+def _mean_etr(run_dir: Path) -> float:
+    try:
+        values = [float(d[ETR_METRIC]) for _, d in runlog.iter_metrics(run_dir) if ETR_METRIC in d]
+    except (ValueError, OSError) as exc:
+        logger.warning("no ETR for %s: %s", run_dir, exc)
+        return math.nan
+    values = [v for v in values if math.isfinite(v)]
+    return float(np.mean(values)) if values else math.nan
+
+
+def load_measured(summary: str | Path) -> Measured | None:
+    """The measured runs of a toy benchmark, or None when nothing has been measured yet.
+
+    Args:
+        summary: the benchmark's ``summary.json``. When it does not exist, the ``runs/*/done.json`` records in its
+            directory are read (a benchmark still running).
+
+    Raises:
+        ValueError: on a malformed ``summary.json`` or record.
+    """
+    path = Path(summary)
+    root = path.parent
+    profile: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text())
+            records, profile = data["runs"], data.get("profile", {})
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: not a toy benchmark summary ({exc})") from exc
+        source = str(path)
+    else:
+        done = sorted(root.glob("runs/*/done.json"))
+        if not done:
+            return None
+        records = [json.loads(p.read_text()) for p in done]
+        source = f"{root}/runs/*/done.json ({len(done)} finished runs; no summary.json yet)"
+    runs = []
+    for rec in records:
+        try:
+            selector, seed = str(rec["selector"]), int(rec["seed"])
+            points = sorted((int(k), float(v)) for k, v in rec["accuracy"].items())
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{source}: malformed run record {rec!r} ({exc})") from exc
+        steps, acc = (np.asarray(x) for x in zip(*points, strict=True)) if points else (np.zeros(0), np.zeros(0))
+        run_dir = root / "runs" / f"{selector}_s{seed}" / "run"
+        etr = _mean_etr(run_dir) if run_dir.is_dir() else math.nan
+        runs.append(RunCurve(selector, seed, steps.astype(np.int64), acc.astype(np.float64), etr))
+    return Measured(runs, profile, source)
+
+
+def simulate(
+    selectors: Sequence[str],
+    *,
+    seeds: int,
+    steps: int,
+    batch_size: int,
+    rollouts: int,
+    eval_every: int,
+    out: Path | None,
+    plots: bool = False,
+) -> list[RunCurve]:
+    """Run the ``toy`` scenario for ``selectors`` (the oracle is added) and return every run's curve."""
+    methods = list(dict.fromkeys([*selectors, "oracle"]))
+    res = run_experiment(
+        "toy",
+        methods,
+        seeds,
+        steps,
+        batch_size=batch_size,
+        rollouts_per_task=rollouts,
+        eval_every=eval_every,
+        baseline="random" if "random" in methods else None,
+        out=out,
+        plots=plots,
+    )
+    return [
+        RunCurve(label, r.seed, r.eval_steps, r.eval_acc, float(r.etr.mean()))
+        for label, rs in res.runs.items()
+        for r in rs
+    ]
+
+
+def _summarise(runs: Sequence[RunCurve], steps: int) -> dict[str, dict[str, Interval]]:
+    """Per selector: gain, AUC, ETR, and the gain / AUC relative to Random paired by seed."""
+    by_sel: dict[str, dict[int, RunCurve]] = {}
+    for r in runs:
+        by_sel.setdefault(r.selector, {})[r.seed] = r
+    base = by_sel.get("random", {})
+    out: dict[str, dict[str, Interval]] = {}
+    for sel, rs in by_sel.items():
+        seeds = sorted(rs)
+        row = {
+            "gain": interval([rs[s].gain(steps) for s in seeds]),
+            "auc": interval([rs[s].auc(steps) for s in seeds]),
+            "etr": interval([rs[s].etr for s in seeds]),
+        }
+        paired = [s for s in seeds if s in base]
+        if sel != "random" and paired:
+            row["d_gain"] = paired_interval([rs[s].gain(steps) for s in paired], [base[s].gain(steps) for s in paired])
+            row["d_auc"] = paired_interval([rs[s].auc(steps) for s in paired], [base[s].auc(steps) for s in paired])
+        out[sel] = row
+    return out
+
+
+def _ranks(summary: Mapping[str, Mapping[str, Interval]], key: str) -> dict[str, int]:
+    """1 = largest mean ``key``; selectors without a value are left out."""
+    vals = [(sel, row[key].mean) for sel, row in summary.items() if key in row and row[key].n > 0]
+    return {sel: i + 1 for i, (sel, _) in enumerate(sorted(vals, key=lambda x: -x[1]))}
+
+
+def _spearman(a: Mapping[str, int], b: Mapping[str, int]) -> float:
+    common = sorted(set(a) & set(b))
+    if len(common) < 3:
+        return math.nan
+    x = np.argsort(np.argsort([a[s] for s in common]))
+    y = np.argsort(np.argsort([b[s] for s in common]))
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+def _headroom(sim: Sequence[RunCurve], steps: int) -> dict[str, Interval]:
+    """Oracle minus BOTS, paired by sim seed: final gain and AUC."""
+    oracle = {r.seed: r for r in sim if r.selector == "oracle"}
+    bots = {r.seed: r for r in sim if r.selector == "bots"}
+    seeds = sorted(set(oracle) & set(bots))
+    if not seeds:
+        return {}
+    return {
+        "gain": paired_interval([oracle[s].gain(steps) for s in seeds], [bots[s].gain(steps) for s in seeds]),
+        "auc": paired_interval([oracle[s].auc(steps) for s in seeds], [bots[s].auc(steps) for s in seeds]),
+    }
+
+
+def compare(
+    measured_path: str | Path,
+    out: str | Path,
+    *,
+    seeds: int = 10,
+    selectors: Sequence[str] | None = None,
+    steps: int | None = None,
+    plots: bool = False,
+) -> dict[str, Any]:
+    """Simulate, load the measured runs, write ``toy_compare.md`` / ``toy_compare.json`` under ``out``.
+
+    Settings (steps, batch, rollouts, eval interval, selectors) come from the measured ``summary.json``'s profile,
+    else from the benchmark's ``full`` profile (:data:`bots_verl.toy.benchmark.PROFILES`); ``selectors`` and
+    ``steps`` override them.
+
+    Returns:
+        The JSON written.
+
+    Raises:
+        ValueError: for fewer than 2 sim seeds, or a malformed measured summary.
+    """
+    from bots_verl.toy.benchmark import PROFILES
+
+    if seeds < 2:
+        raise ValueError("need at least 2 sim seeds for an interval")
+    out_dir = Path(out)
+    measured = load_measured(measured_path)
+    full = PROFILES["full"]
+    prof = {
+        "steps": full.steps,
+        "prompts": full.prompts,
+        "n": full.n,
+        "eval_every": full.eval_every,
+        "selectors": list(full.selectors),
+    }
+    if measured is not None:
+        prof.update({k: measured.profile[k] for k in prof if k in measured.profile})
+        if not measured.profile:  # done.json records only: take what they show
+            prof["selectors"] = sorted({r.selector for r in measured.runs})
+            prof["steps"] = max((int(r.steps.max()) for r in measured.runs if r.steps.size), default=prof["steps"])
+    if selectors:
+        prof["selectors"] = list(selectors)
+    if steps:
+        prof["steps"] = int(steps)
+    total = int(prof["steps"])
+    sim = simulate(
+        prof["selectors"],
+        seeds=seeds,
+        steps=total,
+        batch_size=int(prof["prompts"]),
+        rollouts=int(prof["n"]),
+        eval_every=int(prof["eval_every"]),
+        out=out_dir / "sim",
+        plots=plots,
+    )
+    sim_sum = _summarise(sim, total)
+    meas_runs = [r for r in measured.runs if r.selector in prof["selectors"]] if measured else []
+    meas_sum = _summarise(meas_runs, total) if meas_runs else {}
+    sim_rank, meas_rank = _ranks(sim_sum, "gain"), _ranks(meas_sum, "gain")
+    result = {
+        "settings": {**prof, "sim_seeds": seeds, "scenario": "toy"},
+        "measured_source": measured.source if measured else None,
+        "measured_seeds": {s: sorted(r.seed for r in meas_runs if r.selector == s) for s in meas_sum},
+        "simulated": {sel: {k: iv._asdict() for k, iv in row.items()} for sel, row in sim_sum.items()},
+        "measured": {sel: {k: iv._asdict() for k, iv in row.items()} for sel, row in meas_sum.items()},
+        "rank_simulated": sim_rank,
+        "rank_measured": meas_rank,
+        "rank_spearman": _spearman(sim_rank, meas_rank),
+        "oracle_headroom_over_bots": {k: iv._asdict() for k, iv in _headroom(sim, total).items()},
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "toy_compare.md").write_text(_markdown(result, sim_sum, meas_sum, _headroom(sim, total)))
+    (out_dir / "toy_compare.json").write_text(json.dumps(_clean(result), indent=1) + "\n")
+    return result
+
+
+def _cell(row: Mapping[str, Interval] | None, key: str, digits: int = 3) -> str:
+    return row[key].format(digits) if row is not None and key in row else "—"
+
+
+def _markdown(
+    result: Mapping[str, Any],
+    sim: Mapping[str, Mapping[str, Interval]],
+    meas: Mapping[str, Mapping[str, Interval]],
+    headroom: Mapping[str, Interval],
+) -> str:
+    st = result["settings"]
+    lines = [
+        "# Toy testbed: simulated vs measured",
+        "",
+        f"Simulator: scenario `toy`, {st['sim_seeds']} seeds, {st['steps']} steps of {st['prompts']} tasks x "
+        f"{st['n']} rollouts, eval every {st['eval_every']} steps. Measured: "
+        + (f"`{result['measured_source']}`." if result["measured_source"] else "not available yet (simulated only)."),
+        "",
+        "| selector | sim gain | measured gain | sim Δgain vs random | measured Δgain vs random | sim AUC | "
+        "measured AUC | sim ETR | measured ETR | rank sim | rank measured | measured seeds |",
+        "|---|" + "---|" * 11,
+    ]
+    for sel in sim:
+        if sel == "oracle":
+            continue
+        s, m = sim[sel], meas.get(sel)
+        seeds = result["measured_seeds"].get(sel, [])
+        lines.append(
+            f"| {sel} | {_cell(s, 'gain')} | {_cell(m, 'gain')} | {_cell(s, 'd_gain')} | {_cell(m, 'd_gain')} | "
+            f"{_cell(s, 'auc')} | {_cell(m, 'auc')} | {_cell(s, 'etr', 2)} | {_cell(m, 'etr', 2)} | "
+            f"{result['rank_simulated'].get(sel, '—')} | {result['rank_measured'].get(sel, '—')} | "
+            f"{','.join(map(str, seeds)) or '—'} |"
+        )
+    o = sim.get("oracle")
+    lines.append(
+        f"| oracle (sim only) | {_cell(o, 'gain')} | — | {_cell(o, 'd_gain')} | — | {_cell(o, 'auc')} | — | "
+        f"{_cell(o, 'etr', 2)} | — | {result['rank_simulated'].get('oracle', '—')} | — | — |"
+    )
+    lines += [
+        "",
+        "Cells: mean [95% t-interval over seeds]. Gain: held-out accuracy at the last step minus step 0 of the same "
+        "run. Δgain vs random: paired by seed. AUC: area under the gain curve / steps (mean gain over training). "
+        "ETR: mean over steps of the share of rollout groups with 0 < successes < n. Rank: by mean gain, 1 = best "
+        "(the oracle ranks among the simulated selectors).",
+    ]
+    if math.isfinite(result["rank_spearman"]):
+        lines.append(f"Spearman correlation of the two rankings: {result['rank_spearman']:.2f}.")
+    if headroom:
+        lines.append(
+            f"Oracle headroom over BOTS (simulated, paired by seed): gain {headroom['gain'].format(3)}, "
+            f"AUC {headroom['auc'].format(3)}."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m bots_verl.sim.toy_compare", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--measured", default="runs/toy/summary.json", help="the toy benchmark's summary.json")
+    parser.add_argument("--out", required=True, help="output directory (toy_compare.md/json, sim/ run logs)")
+    parser.add_argument("--seeds", type=int, default=10, help="simulator seeds (default 10)")
+    parser.add_argument("--selectors", nargs="+", help="selectors (default: the measured profile's)")
+    parser.add_argument("--steps", type=int, help="steps (default: the measured profile's)")
+    parser.add_argument("--plots", action="store_true", help="also write the simulator's PNG plots")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        compare(args.measured, args.out, seeds=args.seeds, selectors=args.selectors, steps=args.steps, plots=args.plots)
+    except ValueError as exc:
+        parser.error(str(exc))
+    print((Path(args.out) / "toy_compare.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

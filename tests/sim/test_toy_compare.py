@@ -1,0 +1,85 @@
+"""``bots_verl.sim.toy_compare`` on a synthetic toy benchmark (summary.json + run logs in the benchmark's layout)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from bots_verl.runlog import RunWriter
+from bots_verl.sim.toy_compare import compare, load_measured, main
+
+# selector, seed, accuracy by step, ETR by step (a subset: bots has one seed, random two)
+RUNS = [
+    ("random", 0, {0: 0.20, 2: 0.22, 4: 0.24}, [0.25, 0.25, 0.5, 0.25]),
+    ("random", 1, {0: 0.20, 2: 0.20, 4: 0.22}, [0.5, 0.25, 0.25, 0.25]),
+    ("bots", 0, {0: 0.20, 2: 0.26, 4: 0.30}, [0.5, 0.75, 0.75, 1.0]),
+]
+
+
+def _benchmark(root, with_summary=True):
+    records = []
+    for sel, seed, acc, etr in RUNS:
+        run = root / "runs" / f"{sel}_s{seed}"
+        with RunWriter(run / "run", run_id=f"{sel}{seed}", source="verl", method=sel, seed=seed) as w:
+            for step, value in enumerate(etr, 1):
+                w.log(step, {"bots/batch/effective_task_ratio": value, "actor/lr": 1e-4})
+        record = {"selector": sel, "seed": seed, "steps": 4, "accuracy": {str(k): v for k, v in acc.items()}}
+        (run / "done.json").write_text(json.dumps(record))
+        records.append(record)
+    profile = {"steps": 4, "prompts": 4, "n": 4, "eval_every": 2, "selectors": ["random", "bots"]}
+    if with_summary:
+        (root / "summary.json").write_text(json.dumps({"profile": profile, "runs": records}))
+    return root / "summary.json"
+
+
+def test_measured_side_from_summary_and_run_logs(tmp_path):
+    summary = _benchmark(tmp_path)
+    out = compare(summary, tmp_path / "cmp", seeds=2)
+    meas = out["measured"]
+    assert meas["random"]["gain"]["mean"] == pytest.approx((0.04 + 0.02) / 2)
+    assert meas["random"]["gain"]["n"] == 2 and meas["bots"]["gain"]["n"] == 1
+    assert meas["bots"]["gain"]["mean"] == pytest.approx(0.10)
+    assert meas["bots"]["d_gain"]["mean"] == pytest.approx(0.10 - 0.04)  # paired with random's seed 0 only
+    # AUC: trapezoid of the gain curve (0, 0.06, 0.10) over 4 steps / 4
+    assert meas["bots"]["auc"]["mean"] == pytest.approx((0.06 / 2 * 2 + (0.06 + 0.10) / 2 * 2) / 4)
+    assert meas["bots"]["etr"]["mean"] == pytest.approx(0.75)  # from the run log, not the record
+    assert out["rank_measured"] == {"bots": 1, "random": 2}
+    assert out["settings"]["steps"] == 4 and out["settings"]["sim_seeds"] == 2
+    # the simulated side: the same selectors plus the oracle, 2 seeds each, with its headroom over BOTS
+    assert set(out["simulated"]) == {"random", "bots", "oracle"}
+    assert out["simulated"]["bots"]["gain"]["n"] == 2
+    assert out["oracle_headroom_over_bots"]["gain"]["n"] == 2
+    assert out["simulated"]["oracle"]["etr"]["mean"] > out["simulated"]["random"]["etr"]["mean"]
+    md = (tmp_path / "cmp" / "toy_compare.md").read_text()
+    assert "| bots |" in md and "0.100 |" in md and "Oracle headroom over BOTS" in md
+    assert (tmp_path / "cmp" / "sim" / "bots" / "seed1" / "metrics.jsonl").is_file()
+
+
+def test_without_summary_reads_done_records_then_simulates_alone(tmp_path, capsys):
+    summary = _benchmark(tmp_path, with_summary=False)
+    measured = load_measured(summary)
+    assert measured is not None and sorted((r.selector, r.seed) for r in measured.runs) == [
+        ("bots", 0),
+        ("random", 0),
+        ("random", 1),
+    ]
+    np.testing.assert_array_equal(measured.runs[0].steps, [0, 2, 4])
+    empty = tmp_path / "nothing"
+    assert main(["--measured", str(empty / "summary.json"), "--out", str(empty / "o"), "--seeds", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "not available yet" in text and "| mopps |" in text  # the full profile's selectors
+    data = json.loads((empty / "o" / "toy_compare.json").read_text())
+    assert data["measured"] == {} and data["settings"]["steps"] == 30
+
+
+def test_bad_input(tmp_path):
+    bad = tmp_path / "summary.json"
+    bad.write_text("{}")
+    with pytest.raises(ValueError, match="not a toy benchmark summary"):
+        load_measured(bad)
+    with pytest.raises(SystemExit):
+        main(["--measured", str(bad), "--out", str(tmp_path / "o")])
+    with pytest.raises(ValueError, match="2 sim seeds"):
+        compare(tmp_path / "none.json", tmp_path / "o", seeds=1)
