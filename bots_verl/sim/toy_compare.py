@@ -37,7 +37,7 @@ from bots_verl.sim.experiment import _clean, run_experiment
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RunCurve", "compare", "load_measured", "main", "simulate"]
+__all__ = ["RunCurve", "compare", "fit_learning_rate", "load_measured", "main", "simulate"]
 
 ETR_METRIC = "bots/batch/effective_task_ratio"
 
@@ -136,6 +136,7 @@ def simulate(
     eval_every: int,
     out: Path | None,
     plots: bool = False,
+    scenario_overrides: Mapping[str, Any] | None = None,
 ) -> list[RunCurve]:
     """Run the ``toy`` scenario for ``selectors`` (the oracle is added) and return every run's curve."""
     methods = list(dict.fromkeys([*selectors, "oracle"]))
@@ -148,6 +149,7 @@ def simulate(
         rollouts_per_task=rollouts,
         eval_every=eval_every,
         baseline="random" if "random" in methods else None,
+        scenario_overrides=scenario_overrides,
         out=out,
         plots=plots,
     )
@@ -216,6 +218,7 @@ def compare(
     selectors: Sequence[str] | None = None,
     steps: int | None = None,
     plots: bool = False,
+    scenario_overrides: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Simulate, load the measured runs, write ``toy_compare.md`` / ``toy_compare.json`` under ``out``.
 
@@ -262,13 +265,19 @@ def compare(
         eval_every=int(prof["eval_every"]),
         out=out_dir / "sim",
         plots=plots,
+        scenario_overrides=scenario_overrides,
     )
     sim_sum = _summarise(sim, total)
     meas_runs = [r for r in measured.runs if r.selector in prof["selectors"]] if measured else []
     meas_sum = _summarise(meas_runs, total) if meas_runs else {}
     sim_rank, meas_rank = _ranks(sim_sum, "gain"), _ranks(meas_sum, "gain")
     result = {
-        "settings": {**prof, "sim_seeds": seeds, "scenario": "toy"},
+        "settings": {
+            **prof,
+            "sim_seeds": seeds,
+            "scenario": "toy",
+            "scenario_overrides": dict(scenario_overrides or {}),
+        },
         "measured_source": measured.source if measured else None,
         "measured_seeds": {s: sorted(r.seed for r in meas_runs if r.selector == s) for s in meas_sum},
         "simulated": {sel: {k: iv._asdict() for k, iv in row.items()} for sel, row in sim_sum.items()},
@@ -282,6 +291,54 @@ def compare(
     (out_dir / "toy_compare.md").write_text(_markdown(result, sim_sum, meas_sum, _headroom(sim, total)))
     (out_dir / "toy_compare.json").write_text(json.dumps(_clean(result), indent=1) + "\n")
     return result
+
+
+def fit_learning_rate(
+    measured_path: str | Path, *, seeds: int = 10, low: float = 1e-4, high: float = 0.2, rounds: int = 12
+) -> tuple[float, float, float]:
+    """The ``toy`` scenario's ``learning_rate`` at which simulated Random gains what measured Random gained.
+
+    The start of training is fitted from the calibration (:mod:`bots_verl.sim.toy_fit`); the learning dynamics are
+    not measured there. This fits the one scale that sets how fast any selector learns, on the one run that involves
+    no selection (Random's final held-out gain, mean over its seeds), by bisection in log space (the gain grows with
+    the rate). Every other selector's simulated gain is then a prediction, not a fit.
+
+    Returns:
+        ``(learning_rate, simulated Random gain, measured Random gain)``.
+
+    Raises:
+        ValueError: when the measured summary has no Random runs.
+    """
+    measured = load_measured(measured_path)
+    rand = [r for r in (measured.runs if measured else []) if r.selector == "random" and r.steps.size > 1]
+    if not rand:
+        raise ValueError(f"{measured_path}: no measured random runs to fit the learning rate to")
+    prof = measured.profile if measured and measured.profile else {}
+    steps = int(prof.get("steps", max(int(r.steps.max()) for r in rand)))
+    target = float(np.mean([r.acc[-1] - r.acc[0] for r in rand]))
+
+    def gain(rate: float) -> float:
+        runs = simulate(
+            ["random"],
+            seeds=seeds,
+            steps=steps,
+            batch_size=int(prof.get("prompts", 16)),
+            rollouts=int(prof.get("n", 8)),
+            eval_every=int(prof.get("eval_every", 4)),
+            out=None,
+            scenario_overrides={"learning_rate": rate},
+        )
+        return float(np.mean([r.acc[-1] - r.acc[0] for r in runs if r.selector == "random"]))
+
+    lo, hi = math.log(low), math.log(high)
+    for _ in range(rounds):
+        mid = (lo + hi) / 2
+        if gain(math.exp(mid)) < target:
+            lo = mid
+        else:
+            hi = mid
+    rate = math.exp((lo + hi) / 2)
+    return rate, gain(rate), target
 
 
 def _cell(row: Mapping[str, Interval] | None, key: str, digits: int = 3) -> str:
@@ -300,7 +357,8 @@ def _markdown(
         "",
         f"Simulator: scenario `toy`, {st['sim_seeds']} seeds, {st['steps']} steps of {st['prompts']} tasks x "
         f"{st['n']} rollouts, eval every {st['eval_every']} steps. Measured: "
-        + (f"`{result['measured_source']}`." if result["measured_source"] else "not available yet (simulated only)."),
+        + (f"`{result['measured_source']}`." if result["measured_source"] else "not available yet (simulated only).")
+        + "".join(f" Scenario override: `{k}={v:.5g}`." for k, v in st.get("scenario_overrides", {}).items()),
         "",
         "| selector | sim gain | measured gain | sim Δgain vs random | measured Δgain vs random | sim AUC | "
         "measured AUC | sim ETR | measured ETR | rank sim | rank measured | measured seeds |",
@@ -348,10 +406,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--selectors", nargs="+", help="selectors (default: the measured profile's)")
     parser.add_argument("--steps", type=int, help="steps (default: the measured profile's)")
     parser.add_argument("--plots", action="store_true", help="also write the simulator's PNG plots")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="FIELD=VALUE", help="toy scenario field, e.g. learning_rate=0.01"
+    )
+    parser.add_argument(
+        "--fit-learning-rate",
+        action="store_true",
+        help="first fit the scenario's learning_rate to the measured Random gain (fit_learning_rate), then compare",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        compare(args.measured, args.out, seeds=args.seeds, selectors=args.selectors, steps=args.steps, plots=args.plots)
+        overrides: dict[str, Any] = {}
+        for item in args.set:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ValueError(f"--set expects FIELD=VALUE, got {item!r}")
+            overrides[key] = float(value)
+        if args.fit_learning_rate:
+            rate, sim_gain, target = fit_learning_rate(args.measured, seeds=args.seeds)
+            print(f"fitted learning_rate={rate:.5f}: simulated Random gain {sim_gain:.4f}, measured {target:.4f}")
+            overrides["learning_rate"] = rate
+        compare(
+            args.measured,
+            args.out,
+            seeds=args.seeds,
+            selectors=args.selectors,
+            steps=args.steps,
+            plots=args.plots,
+            scenario_overrides=overrides,
+        )
     except ValueError as exc:
         parser.error(str(exc))
     print((Path(args.out) / "toy_compare.md").read_text())

@@ -33,6 +33,7 @@ from typing import Any
 
 from bots_verl import runlog
 from bots_verl.toy.evaluate import EXACT_METRIC, POOL_METRIC, checkpoint_steps, evaluate_checkpoints
+from bots_verl.verl_cpu.smoke import ENV as TRAINING_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,6 @@ PROFILES: dict[str, BenchmarkProfile] = {
 }
 
 _DEFAULT_OUT = {"full": "runs/toy", "quick": "runs/toy/quick", "ci": "runs/toy/ci"}
-_ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "HYDRA_FULL_ERROR": "1"}
 
 
 def training_overrides(
@@ -159,7 +159,7 @@ def _train_one(
     resumed_from = max(checkpoint_steps(run_dir / "ckpt"), default=0)
     overrides = training_overrides(manifest, profile, selector, seed, run_dir)
     (run_dir / "command.txt").write_text(" ".join(["python -m bots_verl.main", *overrides]) + "\n")
-    env = {**os.environ, **{k: os.environ.get(k, v) for k, v in _ENV.items()}}
+    env = {**os.environ, **{k: os.environ.get(k, v) for k, v in TRAINING_ENV.items()}}
     start = time.monotonic()
     logger.info(
         "%s: training %d steps%s", run_dir.name, profile.steps, f" from step {resumed_from}" * bool(resumed_from)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bots_verl.runlog import RunWriter
-from bots_verl.sim.toy_compare import compare, load_measured, main
+from bots_verl.sim.toy_compare import compare, fit_learning_rate, load_measured, main
 
 # selector, seed, accuracy by step, ETR by step (a subset: bots has one seed, random two)
 RUNS = [
@@ -71,7 +71,31 @@ def test_without_summary_reads_done_records_then_simulates_alone(tmp_path, capsy
     text = capsys.readouterr().out
     assert "not available yet" in text and "| mopps |" in text  # the full profile's selectors
     data = json.loads((empty / "o" / "toy_compare.json").read_text())
-    assert data["measured"] == {} and data["settings"]["steps"] == 30
+    from bots_verl.toy.benchmark import PROFILES
+
+    assert data["measured"] == {} and data["settings"]["steps"] == PROFILES["full"].steps
+
+
+def test_learning_rate_fit_matches_the_measured_random_gain(tmp_path):
+    """The fitted rate reproduces the measured Random gain, and a larger measured gain needs a larger rate."""
+    summary = _benchmark(tmp_path, with_summary=True)
+    measured = load_measured(summary)
+    rand = [r for r in measured.runs if r.selector == "random"]
+    target = float(np.mean([r.acc[-1] - r.acc[0] for r in rand]))
+    rate, sim_gain, fitted_target = fit_learning_rate(summary, seeds=2, rounds=10)
+    assert fitted_target == pytest.approx(target)
+    assert abs(sim_gain - target) < 0.01 + 0.1 * abs(target)
+    # the same runs with twice Random's gain need a larger learning rate
+    data = json.loads(summary.read_text())
+    for run in data["runs"]:
+        if run["selector"] == "random":
+            base = run["accuracy"]["0"]
+            run["accuracy"] = {k: base + 2 * (v - base) for k, v in run["accuracy"].items()}
+    summary.write_text(json.dumps(data))
+    assert fit_learning_rate(summary, seeds=2, rounds=10)[0] > rate
+    empty = tmp_path / "none" / "summary.json"
+    with pytest.raises(ValueError, match="no measured random runs"):
+        fit_learning_rate(empty, seeds=2)
 
 
 def test_bad_input(tmp_path):
