@@ -106,6 +106,9 @@ def training_overrides(
         "actor_rollout_ref.actor.entropy_coeff=0",
         f"actor_rollout_ref.rollout.n={profile.n}",
         "actor_rollout_ref.rollout.temperature=1.0",
+        # the rollout's sampling seed (verl's default 42 for seed 0): without it a selector that picks the same tasks
+        # in every seed (offline_easy2hard) would repeat one run
+        f"actor_rollout_ref.rollout.seed={42 + seed}",
         "actor_rollout_ref.rollout.top_p=1.0",
         "algorithm.adv_estimator=grpo",
         "algorithm.use_kl_in_reward=False",

@@ -84,6 +84,20 @@ def test_full_profile_composes(bench) -> None:
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
+def test_seeds_change_data_order_rollouts_and_selector(bench) -> None:
+    """Runs pair by seed, and a seed changes every random stream: a deterministic selector (offline_easy2hard)
+    would otherwise repeat one run in every seed."""
+    root, _ = bench
+    manifest = json.loads((root / "data" / "manifest.json").read_text())
+
+    def streams(seed: int) -> set[str]:
+        args = training_overrides(manifest, PROFILES["full"], "offline_easy2hard", seed, root / "x")
+        return {a for a in args if a.split("=")[0] in ("data.seed", "actor_rollout_ref.rollout.seed", "bots.seed")}
+
+    assert len(streams(0)) == 3 and not streams(0) & streams(1)
+    assert "actor_rollout_ref.rollout.seed=42" in streams(0)  # verl's default: seed 0 is verl's own run
+
+
 def test_a_checkpoint_of_another_model_is_refused(bench, tmp_path) -> None:
     root, _ = bench
     import torch
