@@ -24,6 +24,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -137,6 +138,25 @@ def training_overrides(
     ]
 
 
+_STOP = threading.Event()
+_CHILDREN: set[subprocess.Popen] = set()
+_CHILDREN_LOCK = threading.Lock()
+
+
+def _stop_children() -> None:
+    """Terminate the training processes in flight (SIGTERM, then SIGKILL after 30 s) and refuse new ones."""
+    with _CHILDREN_LOCK:
+        _STOP.set()
+        children = list(_CHILDREN)
+    for proc in children:
+        proc.terminate()
+    for proc in children:
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def _median(values: Sequence[float]) -> float:
     ordered = sorted(values)
     mid = len(ordered) // 2
@@ -168,18 +188,23 @@ def _train_one(
         "%s: training %d steps%s", run_dir.name, profile.steps, f" from step {resumed_from}" * bool(resumed_from)
     )
     with (run_dir / "train.log").open("a") as log:
-        try:
-            proc = subprocess.run(
-                [sys.executable, "-m", "bots_verl.main", *overrides],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                timeout=timeout,
+        with _CHILDREN_LOCK:
+            if _STOP.is_set():
+                raise RuntimeError(f"{run_dir.name}: not started, the benchmark is stopping")
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "bots_verl.main", *overrides], env=env, stdout=log, stderr=subprocess.STDOUT
             )
+            _CHILDREN.add(proc)
+        try:
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired as exc:
+            proc.kill()
             raise RuntimeError(
                 f"{run_dir.name}: training timed out after {timeout:.0f} s ({run_dir / 'train.log'})"
             ) from exc
+        finally:
+            with _CHILDREN_LOCK:
+                _CHILDREN.discard(proc)
     if proc.returncode != 0:
         tail = (run_dir / "train.log").read_text(errors="replace")[-3000:]
         raise RuntimeError(f"{run_dir.name}: training exited with {proc.returncode} ({run_dir / 'train.log'}):\n{tail}")
@@ -276,9 +301,18 @@ def run_benchmark(
     tasks = (problems(manifest["artifacts"]["val_files"]), problems(manifest["artifacts"]["train_files"]))
     plan = [(sel, seed) for seed in profile.seeds for sel in profile.selectors]
     train_start = time.monotonic()
-    with ThreadPoolExecutor(max_workers=max(1, profile.jobs)) as pool:
+    _STOP.clear()
+    pool = ThreadPoolExecutor(max_workers=max(1, profile.jobs))
+    try:
         futures = [pool.submit(_train_one, manifest, profile, s, seed, root, tasks, timeout) for s, seed in plan]
         records = [f.result() for f in futures]
+    except BaseException:
+        # Ctrl-C, SIGTERM or a failed run: start nothing more and stop the runs in flight (a rerun resumes them
+        # from their last checkpoint), instead of letting the pool run every queued run to the end.
+        _stop_children()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     train_s = time.monotonic() - train_start
     tables = _analyse(root, profile)
     summary = {

@@ -111,3 +111,33 @@ def test_a_checkpoint_of_another_model_is_refused(bench, tmp_path) -> None:
     with pytest.raises(ValueError, match="single-rank"):
         load_actor(step_dir, root / "data" / "models" / "policy")
     assert np.isfinite(PROFILES["full"].lr)
+
+
+def test_stopping_terminates_runs_in_flight_and_starts_no_more(tmp_path) -> None:
+    """Ctrl-C / SIGTERM / a failed run: the runs in flight are terminated and queued ones never start (a thread pool
+    would otherwise run every queued run to the end before the benchmark exits)."""
+    from bots_verl.toy import benchmark
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    with benchmark._CHILDREN_LOCK:
+        benchmark._CHILDREN.add(child)
+    try:
+        benchmark._stop_children()
+        assert child.wait(timeout=10) != 0
+        manifest = {
+            "artifacts": {
+                "train_files": "t.parquet",
+                "val_files": "v.parquet",
+                "policy_models": {"0": "model"},
+                "reference_columns": ["w", "s"],
+                "task_id_field": "task_id",
+                "max_response_length": 12,
+            }
+        }
+        with pytest.raises(RuntimeError, match="not started"):
+            benchmark._train_one(manifest, PROFILES["ci"], "random", 0, tmp_path, ([], []), 10.0)
+        assert not (tmp_path / "runs" / "random_s0" / "train.log").read_text()
+    finally:
+        benchmark._STOP.clear()
+        benchmark._CHILDREN.discard(child)
+        child.kill()
