@@ -209,6 +209,9 @@ PRESETS: dict[str, ScenarioConfig] = {
         filter_weak_max=2.0,
         filter_unsolved=False,
         filter_inverted=False,
+        # fit to the measured Random gain (+0.010 in 24 steps): `python -m bots_verl.sim.toy_compare --measured
+        # runs/toy/summary.json --fit-learning-rate`; the math preset's 0.04 predicted seven times the measured gains
+        learning_rate=0.0058,
         description="The toy testbed (issue 16): a 1.05M-parameter Llama on integer arithmetic, 2352 tasks, most "
         "far too hard at the start (46% at p < 0.01), references from the same architecture trained on their own "
         "mixtures (weak near the policy, strong far better on 2-3 digit cells), a held-out set of moderate cells.",
