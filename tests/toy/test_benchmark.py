@@ -33,7 +33,9 @@ def test_every_run_trains_and_is_evaluated(bench) -> None:
         run_dir = root / "runs" / f"{record['selector']}_s0"
         meta = runlog.read_meta(run_dir / "run")
         assert meta["domain"] == "toy" and meta["method"] == record["selector"]
-        metrics = dict(runlog.iter_metrics(run_dir / "run"))
+        metrics: dict[int, dict] = {}
+        for step, data in runlog.iter_metrics(run_dir / "run"):  # training and evaluation lines of a step merge
+            metrics.setdefault(step, {}).update(data)
         # the posterior saw every rollout verl generated: prompts x n per step
         rollouts = [metrics[s]["bots/rollouts"] for s in range(1, prof.steps + 1)]
         assert rollouts == [prof.prompts * prof.n] * prof.steps
