@@ -239,7 +239,7 @@ def compare(
     out_dir = Path(out)
     measured = load_measured(measured_path)
     full = PROFILES["full"]
-    prof = {
+    prof: dict[str, Any] = {
         "steps": full.steps,
         "prompts": full.prompts,
         "n": full.n,

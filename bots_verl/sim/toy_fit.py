@@ -121,7 +121,7 @@ def targets_from_calibration(calibration: str | Path, rollouts: int = 8) -> dict
     Raises:
         ValueError: when a column is missing.
     """
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     path = Path(calibration)
     table = pq.read_table(path)
