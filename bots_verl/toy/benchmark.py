@@ -22,6 +22,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -242,7 +243,7 @@ def _train_one(
     return record
 
 
-def _analyse(root: Path, profile: BenchmarkProfile) -> dict[str, str]:
+def _analyse(root: Path) -> dict[str, str]:
     """Run ``analysis.tables`` and ``analysis.figures`` on the runs; returns the rendered tables by name."""
     runs = str(root / "runs")
     out: dict[str, str] = {}
@@ -314,7 +315,7 @@ def run_benchmark(
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     train_s = time.monotonic() - train_start
-    tables = _analyse(root, profile)
+    tables = _analyse(root)
     summary = {
         "profile": asdict(profile),
         "prepare_s": round(prepare_s, 1),
@@ -340,7 +341,7 @@ def _summary_markdown(summary: dict[str, Any], tables: dict[str, str], manifest:
                 f"# Toy benchmark ({prof['name']}): BOTS and baselines with real GRPO in verl on CPU",
                 f"{len(prof['selectors'])} selectors x {len(prof['seeds'])} seeds, {prof['steps']} GRPO steps of "
                 f"{prof['prompts']} tasks x {prof['n']} rollouts, lr {prof['lr']}, held-out accuracy (exact, "
-                f"temperature 1, {len(manifest and [0]) and manifest['data']['heldout_tasks']} prompts) every "
+                f"temperature 1, {manifest['data']['heldout_tasks']} prompts) every "
                 f"{prof['eval_every']} steps. Wall-clock: prepare {summary['prepare_s']:.0f} s, training "
                 f"{summary['train_s']:.0f} s ({prof['jobs']} runs at a time), total {summary['total_s']:.0f} s; median "
                 f"step {summary['median_step_s']:.2f} s.",
@@ -376,10 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-every", type=int, help="steps between evaluated checkpoints (default: the profile's)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per training process")
     args = parser.parse_args(argv)
-    signal_exit = lambda signum, frame: sys.exit(128 + signum)  # noqa: E731
-    import signal
-
-    signal.signal(signal.SIGTERM, signal_exit)
+    # SIGTERM unwinds like Ctrl-C, so run_benchmark stops the training processes in flight
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     profile = PROFILES[args.profile]
     changes = {

@@ -55,7 +55,6 @@ def load_actor(step_dir: str | Path, model_dir: str | Path) -> Any:
         ValueError: when the checkpoint is not a single-rank actor checkpoint or its keys do not fit the model.
     """
     import torch
-    from transformers import AutoModelForCausalLM
 
     shards = sorted((Path(step_dir) / "actor").glob("model_world_size_*_rank_*.pt"))
     if len(shards) != 1 or not shards[0].name.startswith("model_world_size_1_"):
@@ -64,7 +63,7 @@ def load_actor(step_dir: str | Path, model_dir: str | Path) -> Any:
     logging.getLogger("torch.distributed.device_mesh").setLevel(logging.ERROR)
     state = torch.load(shards[0], map_location="cpu", weights_only=False)
     state = {k: (v.to_local() if hasattr(v, "to_local") else v) for k, v in state.items()}
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+    model = _base_model(model_dir)
     missing, unexpected = model.load_state_dict(state, strict=False)
     # a tied output layer is not a separate tensor in either state dict
     missing = [k for k in missing if not (k == "lm_head.weight" and model.config.tie_word_embeddings)]
@@ -72,7 +71,6 @@ def load_actor(step_dir: str | Path, model_dir: str | Path) -> Any:
         raise ValueError(
             f"{shards[0]}: keys do not fit {model_dir}: missing {missing[:5]}, unexpected {unexpected[:5]}"
         )
-    model.eval()
     return model
 
 
@@ -130,6 +128,7 @@ def evaluate_checkpoints(
 
 
 def _base_model(model_dir: str | Path) -> Any:
+    """The model a run started from, in evaluation mode."""
     import torch
     from transformers import AutoModelForCausalLM
 

@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from bots_verl import runlog
@@ -112,7 +111,6 @@ def test_a_checkpoint_of_another_model_is_refused(bench, tmp_path) -> None:
     (step_dir / "actor" / "model_world_size_2_rank_0.pt").write_bytes(b"")
     with pytest.raises(ValueError, match="single-rank"):
         load_actor(step_dir, root / "data" / "models" / "policy")
-    assert np.isfinite(PROFILES["full"].lr)
 
 
 def test_stopping_terminates_runs_in_flight_and_starts_no_more(tmp_path) -> None:
