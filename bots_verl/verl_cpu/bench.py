@@ -11,7 +11,10 @@ builds the toy model and data in a temporary directory, launches ``python -m bot
   reward, ``old_log_prob``, ``update_actor``, ``update_weights``) and the 1-minute load average before and after
   (other processes on the machine inflate every figure);
 - **CPU time per step** of all the run's processes together (Ray's processes descend from the launched one): less
-  sensitive to other load than wall time; a step cannot take less than this divided by the number of cores.
+  sensitive to other load than wall time; a step cannot take less than this divided by the number of cores;
+- **the floor**: a plain-torch GRPO step of the same model and shape on the same machine, right after the run
+  (:func:`bots_verl.verl_cpu.plain_grpo.time_plain_step`: batched sampling, old log-probs, one AdamW update, with
+  the training worker's thread count), and the ratio of verl's median step to it.
 
 Extra ``key=value`` arguments after ``--`` are passed to ``bots_verl.main`` (e.g. ``-- bots.selector=random``).
 """
@@ -19,6 +22,7 @@ Extra ``key=value`` arguments after ``--`` are passed to ``bots_verl.main`` (e.g
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -97,6 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hidden-size", type=int, default=64)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=1200.0)
+    parser.add_argument("--floor-repeats", type=int, default=5, help="timed plain-torch steps (0: no floor)")
     parser.add_argument("--workdir", default=None, help="keep the run here (default: a temporary directory)")
     parser.add_argument("extra", nargs="*", help="more bots_verl.main overrides (after --)")
     args = parser.parse_args(argv)
@@ -129,6 +134,7 @@ def main(argv: list[str] | None = None) -> None:
             if line.strip():
                 record = json.loads(line)
                 records[int(record["step"])] = record["data"]
+        floor = _floor(paths["model"], args) if args.floor_repeats > 0 else None
 
     steps = sorted(s for s in records if s > args.warmup)
     step_s = [records[s]["timing_s/step"] for s in steps]
@@ -155,7 +161,49 @@ def main(argv: list[str] | None = None) -> None:
     if measured:
         per_step = (cpu[measured[-1]] - cpu[measured[0] - 1]) / len(measured)
         print(f"CPU time of all the run's processes per step: {per_step:.2f} s (over {len(measured)} steps)")
+    if floor is not None:
+        median = statistics.median(step_s)
+        print(
+            f"plain-torch GRPO step, same model and shape ({floor.threads} threads): {floor.step_s:.3f} s "
+            f"(generation {floor.gen_s:.3f}, old log-probs {floor.old_log_prob_s:.3f}, update {floor.update_s:.3f}); "
+            f"verl's median step / plain: {median / floor.step_s:.1f}x"
+        )
     print(f"load average (1 min): {load_before:.2f} before, {load_after:.2f} after")
+
+
+@dataclasses.dataclass
+class _Floor:
+    threads: int
+    step_s: float
+    gen_s: float
+    old_log_prob_s: float
+    update_s: float
+
+
+def _floor(model_dir: str, args: argparse.Namespace) -> _Floor:
+    """The plain-torch step of the run's model and shape, with the training worker's intra-op threads."""
+    import torch
+
+    from bots_verl.verl_cpu.hooks import training_threads
+    from bots_verl.verl_cpu.launch import env_vars
+    from bots_verl.verl_cpu.plain_grpo import time_plain_step
+    from bots_verl.verl_cpu.toy import prompt_length
+
+    threads = training_threads() or int(env_vars()["BOTS_TRAIN_THREADS"])
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        step = time_plain_step(
+            model_dir,
+            prompts=args.prompts,
+            n=args.n,
+            response_length=args.response_length,
+            prompt_length=prompt_length(),
+            repeats=args.floor_repeats,
+        )
+    finally:
+        torch.set_num_threads(previous)
+    return _Floor(threads, step.step_s, step.gen_s, step.old_log_prob_s, step.update_s)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,11 @@ imports the module (or at once if it already did).
 - ``verl.workers.rollout.replica``: ``RolloutReplicaRegistry.register("hf", ...)`` loads
   :class:`~bots_verl.verl_cpu.hf_rollout.HFReplica`.
 - ``verl.utils.distributed`` and ``verl.workers.engine_workers``: plain ``gloo`` process groups (cpu platform only).
+- ``verl.workers.engine_workers`` (imported by the processes that train or build the workers): torch's intra-op
+  threads set to ``BOTS_TRAIN_THREADS`` (cpu platform only). Every process starts with ``OMP_NUM_THREADS=1``
+  (:func:`bots_verl.verl_cpu.launch.env_vars`), right for the many processes that share a few cores; but the sync
+  trainer runs generation and the update one after the other, so while the actor computes log-probs or updates,
+  the cores are otherwise idle.
 
 :mod:`bots_verl.integration.verl_pins` pins the verl sources these depend on;
 ``tests/integration/test_verl_pins_on_cpu.py`` fails when they change.
@@ -33,6 +38,7 @@ ROLLOUT_NAME = "hf"
 ADAPTER_FQN = "bots_verl.verl_cpu.hf_rollout.HFServerAdapter"
 ENGINE_MODEL_TYPES = {"language_model": "FSDPEngineWithLMHead", "value_model": "FSDPEngineWithValueHead"}
 FSDP_BACKENDS = ["fsdp", "fsdp2"]
+TRAIN_THREADS_ENV = "BOTS_TRAIN_THREADS"
 
 _installed = False
 
@@ -75,13 +81,41 @@ def _fix_process_group(distributed: ModuleType) -> None:
         compat.gloo_process_group(distributed)
 
 
+def training_threads() -> int | None:
+    """Intra-op threads of the training worker (``BOTS_TRAIN_THREADS``), or None when unset.
+
+    Raises:
+        ValueError: for a value that is not a positive integer.
+    """
+    value = os.environ.get(TRAIN_THREADS_ENV, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{TRAIN_THREADS_ENV}={value!r} must be a positive integer")
+    return int(value)
+
+
+def _set_training_threads() -> None:
+    threads = training_threads()
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+        logger.info("CPU backend: %d intra-op threads for the training worker", threads)
+
+
+def _engine_workers_loaded(engine_workers: ModuleType) -> None:
+    if cpu_platform_selected():
+        _rebind_process_group(engine_workers)
+        _set_training_threads()
+
+
 def _rebind_process_group(engine_workers: ModuleType) -> None:
     # engine_workers bound the function by name at import; point it at the (possibly wrapped) current one
-    if cpu_platform_selected():
-        import verl.utils.distributed as distributed
+    import verl.utils.distributed as distributed
 
-        compat.gloo_process_group(distributed)
-        engine_workers.initialize_global_process_group_ray = distributed.initialize_global_process_group_ray
+    compat.gloo_process_group(distributed)
+    engine_workers.initialize_global_process_group_ray = distributed.initialize_global_process_group_ray
 
 
 HOOKS = {
@@ -89,7 +123,7 @@ HOOKS = {
     "verl.workers.rollout.base": _register_rollout,
     "verl.workers.rollout.replica": _register_replica,
     "verl.utils.distributed": _fix_process_group,
-    "verl.workers.engine_workers": _rebind_process_group,
+    "verl.workers.engine_workers": _engine_workers_loaded,
 }
 
 

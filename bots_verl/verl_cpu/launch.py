@@ -25,6 +25,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from bots_verl.verl_cpu.hooks import TRAIN_THREADS_ENV
+
 logger = logging.getLogger(__name__)
 
 __all__ = [
@@ -79,7 +81,16 @@ def env_vars() -> dict[str, str]:
         # one BLAS thread per process: several processes share a few cores, oversubscription only slows them
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
         "TOKENIZERS_PARALLELISM": os.environ.get("TOKENIZERS_PARALLELISM", "false"),
+        # the training worker alone uses every core: the sync trainer never generates while it updates
+        TRAIN_THREADS_ENV: os.environ.get(TRAIN_THREADS_ENV, str(_usable_cores())),
     }
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def activate(env: dict[str, str] | None = None) -> None:

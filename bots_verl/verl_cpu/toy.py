@@ -22,12 +22,22 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DATA_SOURCE", "build_dataset", "build_model", "build_toy", "compute_score", "toy_overrides"]
+__all__ = [
+    "DATA_SOURCE",
+    "build_dataset",
+    "build_model",
+    "build_toy",
+    "compute_score",
+    "prompt_length",
+    "toy_overrides",
+]
 
 DATA_SOURCE = "bots_toy/addition"
 SPECIAL = ["<pad>", "<eos>", "<unk>"]
 WORDS = ["what", "is", "plus", "?", "user", "assistant"]
 MAX_OPERAND = 10
+QUESTION = "what is {a} plus {b} ?"
+CHAT_TEMPLATE = "{% for m in messages %}{{ m['role'] }} {{ m['content'] }} {% endfor %}assistant"
 
 
 def compute_score(
@@ -71,7 +81,7 @@ def build_model(
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(vocab)}, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
-    fast.chat_template = "{% for m in messages %}{{ m['role'] }} {{ m['content'] }} {% endfor %}assistant"
+    fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(out)
 
     torch.manual_seed(seed)
@@ -119,7 +129,7 @@ def build_dataset(path: str | Path, num_tasks: int, *, seed: int = 0, split: str
         rows.append(
             {
                 "data_source": DATA_SOURCE,
-                "prompt": [{"role": "user", "content": f"what is {a} plus {b} ?"}],
+                "prompt": [{"role": "user", "content": QUESTION.format(a=a, b=b)}],
                 "ability": "math",
                 "reward_model": {"style": "rule", "ground_truth": str(a + b)},
                 "extra_info": {"split": split, "index": int(j)},
@@ -131,6 +141,11 @@ def build_dataset(path: str | Path, num_tasks: int, *, seed: int = 0, split: str
     path.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_parquet(path)
     return path
+
+
+def prompt_length() -> int:
+    """Tokens of every rendered toy prompt: ``user``, the question's words, ``assistant`` (one token per word)."""
+    return 2 + len(QUESTION.split())
 
 
 def build_toy(out_dir: str | Path, *, num_tasks: int = 100, num_val: int = 8, **model_kwargs: Any) -> dict[str, str]:

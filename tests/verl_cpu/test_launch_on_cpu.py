@@ -38,6 +38,8 @@ def test_cpu_settings_fill_in_what_the_command_line_did_not_set():
     for role in ("actor", "ref"):
         assert config.actor_rollout_ref[role].fsdp_config.mixed_precision.param_dtype == "fp32"
     assert config.actor_rollout_ref.model.override_config.attn_implementation == "eager"
+    # old log-probs are the float32 rollout's (verl's bypass mode), which the rollout computes by default
+    assert config.algorithm.rollout_correction.bypass_mode and config.actor_rollout_ref.rollout.calculate_log_probs
     assert config.transfer_queue.backend.SimpleStorage.num_data_storage_units == 1
     assert config.trainer.n_gpus_per_node == 1
     # the command line wins
@@ -97,3 +99,17 @@ def test_dry_run_of_the_two_key_command_line(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "BOTS dry run: config OK" in proc.stdout
     assert "CPU backend (bots_verl.verl_cpu) set:" in proc.stdout and "actor.strategy=fsdp2" in proc.stdout
+
+
+def test_training_threads_come_from_the_environment(monkeypatch):
+    from bots_verl.verl_cpu import hooks
+
+    monkeypatch.delenv(hooks.TRAIN_THREADS_ENV, raising=False)
+    assert hooks.training_threads() is None
+    assert int(launch.env_vars()[hooks.TRAIN_THREADS_ENV]) == len(os.sched_getaffinity(0))
+    monkeypatch.setenv(hooks.TRAIN_THREADS_ENV, "1")
+    assert hooks.training_threads() == 1 and launch.env_vars()[hooks.TRAIN_THREADS_ENV] == "1"
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv(hooks.TRAIN_THREADS_ENV, bad)
+        with pytest.raises(ValueError, match="BOTS_TRAIN_THREADS"):
+            hooks.training_threads()

@@ -44,6 +44,7 @@ print(json.dumps({
     "offload_is_policy": isinstance(policy, TorchCPUOffloadPolicy),
     "rng_restores": bool(device.set_rng_state(device.get_rng_state()) is None),
     "memory": [device.memory_allocated(), device.max_memory_reserved(), device.mem_get_info()[1] > 0],
+    "threads": torch.get_num_threads(),
 }))
 """
 
@@ -65,6 +66,8 @@ def test_registration_and_compat_fixes_in_a_fresh_process(tmp_path):
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": str(_free_port()),
         "OMP_NUM_THREADS": "1",
+        # the training worker's threads: set when verl's engine_workers module loads, over OMP_NUM_THREADS=1
+        "BOTS_TRAIN_THREADS": "3",
     }
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
@@ -84,4 +87,5 @@ def test_registration_and_compat_fixes_in_a_fresh_process(tmp_path):
         "offload_is_policy": True,
         "rng_restores": True,
         "memory": [0, 0, True],
+        "threads": 3,
     }
