@@ -1,0 +1,178 @@
+"""Fast calibration probes of the toy testbed's learning settings: plain-torch GRPO, Random selection, exact eval.
+
+The testbed's judge is verl's trainer on the CPU backend, which costs seconds per step. Whether a setting (learning
+rate, warm-up, loss aggregation, tasks and rollouts per step) makes the policy *learn* is a question about GRPO on
+this model and pool, not about verl: this loop answers it at a fraction of the cost, with the update that
+``tests/verl_cpu/test_plain_grpo_on_cpu.py`` holds equal to verl's (:mod:`bots_verl.verl_cpu.plain_grpo`). Settings
+chosen here are then confirmed in verl's trainer (``bots_verl.toy.benchmark``), and every probe is recorded in
+``recipes/toy/results/calibration.md``.
+
+One probe = one setting x several seeds; each seed draws ``prompts`` tasks uniformly from the pool per step (Random),
+samples ``n`` responses per task at temperature 1 (:func:`bots_verl.verl_cpu.sampling.generate_batch`), scores them
+exactly (the answer's tokens then ``</s>``: what the ``toy__arith`` scorer accepts), takes one GRPO step, and
+evaluates the exact held-out accuracy (:func:`bots_verl.toy.likelihood.answer_stats`) every ``eval_every`` steps::
+
+    python -m bots_verl.toy.probe --data runs/toy/data --seeds 0 1 2 --steps 60 --lr 1e-4 --warmup-steps 10 \
+        --out runs/toy/probes
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["main", "probe_name", "run_probe", "run_seed", "warmup_factor"]
+
+
+def _problems(path: str | Path) -> list:
+    import pyarrow.parquet as pq
+
+    from bots_verl.toy.tasks import parse_prompt
+
+    prompts = pq.read_table(path, columns=["prompt"]).column("prompt").to_pylist()
+    return [parse_prompt(messages[0]["content"]) for messages in prompts]
+
+
+def warmup_factor(step: int, warmup_steps: int) -> float:
+    """Learning-rate factor of verl's constant schedule with a linear warm-up (``get_constant_schedule_with_warmup``).
+
+    Written out rather than imported so that a probe runs where verl is not installed (the rule is tested against
+    verl's function).
+    """
+    return step / max(1.0, warmup_steps) if step < warmup_steps else 1.0
+
+
+def probe_name(args: argparse.Namespace) -> str:
+    """A file-name-safe label of a probe's settings."""
+    return (
+        f"p{args.prompts}_n{args.n}_lr{args.lr:g}_wu{args.warmup_steps}_{args.loss_agg_mode}"
+        f"_clip{args.grad_clip:g}_s{args.steps}"
+    )
+
+
+def run_seed(args: argparse.Namespace, seed: int, model_dir: Path, pool: list, heldout: list) -> dict[str, Any]:
+    """One seed of a probe; returns its held-out accuracy curve and per-step figures."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from bots_verl.toy.likelihood import answer_stats
+    from bots_verl.toy.tokenizer import EOS, VOCAB, encode
+    from bots_verl.verl_cpu.plain_grpo import plain_grpo_step
+    from bots_verl.verl_cpu.sampling import GenerationRequest, generate_batch, row_seed
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32, attn_implementation="eager")
+    # verl's actor optimizer: AdamW with its default betas and weight decay, and its constant schedule with a linear
+    # warm-up (whose first step has learning rate 0, as in verl)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.999), weight_decay=0.01)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_factor(step, args.warmup_steps))
+    rng = np.random.default_rng([seed, 7])
+    curve = {0: float(np.mean(answer_stats(model, heldout)[0]))}
+    steps = []
+    for step in range(1, args.steps + 1):
+        picked = rng.choice(len(pool), size=args.prompts, replace=False)
+        prompts, targets, requests = [], [], []
+        for i in picked:
+            ids, n_prompt = encode(pool[i].prompt, pool[i].answer)
+            for k in range(args.n):
+                prompts.append(torch.tensor(ids[:n_prompt]))
+                targets.append(ids[n_prompt:])
+                requests.append(
+                    GenerationRequest(
+                        ids[:n_prompt],
+                        args.max_tokens,
+                        seed=row_seed("probe", seed, step, int(i), k),
+                        stop_token_ids=(VOCAB[EOS],),
+                    )
+                )
+        model.eval()
+        results = generate_batch(model, requests, pad_token_id=VOCAB["<pad>"])
+        scores = [float(r.token_ids == tgt) for r, tgt in zip(results, targets, strict=True)]
+        responses = [torch.tensor(r.token_ids) for r in results]
+        update = plain_grpo_step(
+            model,
+            optimizer,
+            prompts,
+            responses,
+            [torch.ones_like(r) for r in responses],
+            torch.tensor(scores),
+            [i // args.n for i in range(len(responses))],
+            loss_agg_mode=args.loss_agg_mode,
+            grad_clip=args.grad_clip,
+        )
+        scheduler.step()
+        rewards = np.asarray(scores).reshape(args.prompts, args.n)
+        mixed = float(np.mean((rewards.min(1) == 0) & (rewards.max(1) == 1)))
+        steps.append(
+            {"step": step, "reward": float(rewards.mean()), "mixed": mixed,
+                "tasks": [int(i) for i in picked], "loss": update.loss,
+             "grad_norm": update.grad_norm}
+        )  # fmt: skip
+        if step % args.eval_every == 0 or step == args.steps:
+            curve[step] = float(np.mean(answer_stats(model, heldout)[0]))
+            logger.info("seed %d step %d: held-out %.4f, mixed groups %.2f", seed, step, curve[step], mixed)
+    return {"seed": seed, "accuracy": {str(k): v for k, v in curve.items()}, "steps": steps}
+
+
+def run_probe(args: argparse.Namespace) -> dict[str, Any]:
+    """Every seed of one probe; the result is also written to ``<out>/<probe name>.json`` (resumable per seed)."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    data = Path(args.data)
+    # the files of prepare's first two stages: a probe needs no reference columns
+    pool, heldout = _problems(data / "pool.parquet"), _problems(data / "val.parquet")
+    out = Path(args.out) / f"{probe_name(args)}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    record = json.loads(out.read_text()) if out.is_file() else {"settings": vars(args), "seeds": {}}
+    for seed in args.seeds:
+        if str(seed) in record["seeds"]:
+            continue
+        start = time.monotonic()
+        result = run_seed(args, seed, data / "models" / "policy", pool, heldout)
+        result["wall_s"] = round(time.monotonic() - start, 1)
+        record["seeds"][str(seed)] = result
+        out.write_text(json.dumps(record, indent=1) + "\n")
+    gains = [s["accuracy"][str(args.steps)] - s["accuracy"]["0"] for s in record["seeds"].values()]
+    record["gain_mean"] = float(np.mean(gains))
+    record["gain_sd"] = float(np.std(gains, ddof=1)) if len(gains) > 1 else 0.0
+    out.write_text(json.dumps(record, indent=1) + "\n")
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line; prints the probe's held-out gain per seed and their mean."""
+    parser = argparse.ArgumentParser(prog="python -m bots_verl.toy.probe", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default="runs/toy/data", help="the prepared artifacts (bots_verl.toy.prepare)")
+    parser.add_argument("--out", default="runs/toy/probes")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--prompts", type=int, default=16, help="tasks per step")
+    parser.add_argument("--n", type=int, default=8, help="rollouts per task")
+    parser.add_argument("--lr", type=float, default=3e-5)
+    parser.add_argument("--warmup-steps", type=int, default=0, help="linear learning-rate warm-up (verl's)")
+    parser.add_argument("--loss-agg-mode", default="token-mean")
+    parser.add_argument("--grad-clip", type=float, default=1.0)
+    parser.add_argument("--max-tokens", type=int, default=12)
+    parser.add_argument("--eval-every", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    record = run_probe(args)
+    for seed, res in record["seeds"].items():
+        acc = res["accuracy"]
+        print(f"seed {seed}: held-out {acc['0']:.4f} -> {acc[str(args.steps)]:.4f} ({res['wall_s']:.0f} s)")
+    print(f"{probe_name(args)}: mean gain {record['gain_mean']:+.4f} (SD {record['gain_sd']:.4f})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
