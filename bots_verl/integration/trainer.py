@@ -43,6 +43,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from bots_verl.integration.actor import create_posterior_actor
 from bots_verl.integration.outcomes import Outcome, SuccessRule, aggregate_outcomes, read_outcomes
+from bots_verl.integration.resume import check_run_log_dir, resume_folder
 from bots_verl.integration.sampler import BOTSSampler, checkpoint_sampler_state
 from bots_verl.integration.settings import (
     BOTSSettings,
@@ -246,21 +247,10 @@ class BOTSTrainer(PPOTrainerSync):
     def init(self) -> None:
         """verl's ``init``, after refusing at once a resume whose ``data.pt`` is missing or holds no BOTS state
         (before workers start)."""
-        folder = self._bots_resume_folder()
+        folder = resume_folder(self.config)
         if folder is not None:
             check_resume_data_pt(folder)
         super().init()
-
-    def _bots_resume_folder(self) -> str | None:
-        """The ``global_step_N`` folder verl's ``_load_checkpoint`` will resume from, or None for a fresh start."""
-        from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
-
-        trainer = self.config.trainer
-        if trainer.resume_mode == "auto":
-            return find_latest_ckpt_path(os.path.abspath(trainer.default_local_dir))
-        if trainer.resume_mode == "resume_path" and trainer.get("resume_from_path", None):
-            return os.path.abspath(trainer.resume_from_path)
-        return None
 
     def _load_checkpoint(self):
         super()._load_checkpoint()
@@ -392,12 +382,18 @@ def use_run_log(config: DictConfig) -> None:
     """Point verl's file logger at ``<bots.run_log.dir>/metrics.jsonl`` in this process, keeping earlier steps.
 
     The driver made the directory absolute (``bots_verl.main``), so every process resolves it the same way.
+
+    Raises:
+        ValueError: for a fresh run in a directory holding an earlier run's metrics
+            (:func:`~bots_verl.integration.resume.check_run_log_dir`); nothing is moved then.
     """
     run_dir = config.bots.run_log.get("dir", None)
     if not run_dir:
         return
     if not os.path.isabs(run_dir):
         raise ValueError(f"bots.run_log.dir={run_dir!r} must be absolute here (bots_verl.main resolves it)")
+    # The driver checked this too, but relative checkpoint paths resolve here as in verl: refuse before rotating.
+    check_run_log_dir(config)
     # verl's file logger reads this in this process (the driver's environment may not reach Ray workers)
     os.environ["VERL_FILE_LOGGER_PATH"] = os.path.join(run_dir, METRICS_FILE)
     # it also truncates the file: keep a resumed run's earlier steps as metrics.part<k>.jsonl
