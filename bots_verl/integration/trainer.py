@@ -52,7 +52,7 @@ from bots_verl.integration.settings import (
     parse_bots_config,
     replay_poll_interval,
 )
-from bots_verl.integration.tasks import TaskIndex, dataset_task_ids, read_reference_columns
+from bots_verl.integration.tasks import TaskIndex, dataset_data_files, dataset_task_ids, read_reference_columns
 from bots_verl.runlog import METRICS_FILE, rotate_metrics
 
 logger = logging.getLogger(__name__)
@@ -214,7 +214,7 @@ class BOTSTrainer(PPOTrainerSync):
         if self.bots.reference_columns:
             # verl's dataset read local copies of data.train_files (copy_to_local); read the same files
             reference = read_reference_columns(
-                list(self.train_dataset.data_files), self.bots.reference_columns, path, self.bots_task_index
+                dataset_data_files(self.train_dataset), self.bots.reference_columns, path, self.bots_task_index
             )
         num_tasks = len(self.bots_task_index)
         actor = create_posterior_actor(
