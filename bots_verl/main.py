@@ -24,6 +24,7 @@ import hydra
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 
+from bots_verl.integration.resume import check_run_log_dir
 from bots_verl.integration.settings import (
     BOTSSettings,
     check_data_subset,
@@ -63,7 +64,8 @@ def check_config(config: DictConfig) -> BOTSSettings:
         The validated BOTS settings.
 
     Raises:
-        ValueError: for malformed config (the message names the key).
+        ValueError: for malformed config (the message names the key), or a fresh run in a ``bots.run_log.dir`` that
+            holds an earlier run's metrics.
     """
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
@@ -74,6 +76,7 @@ def check_config(config: DictConfig) -> BOTSSettings:
     check_verl_compat(config)
     check_data_subset(config)
     replay_poll_interval(config)
+    check_run_log_dir(config)  # before meta.json is written or any worker starts
     try:
         validate_config(
             config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)

@@ -9,7 +9,9 @@ One directory per run::
 
 A resumed real run first moves the existing ``metrics.jsonl`` aside as ``metrics.part<k>.jsonl`` (verl's file logger
 truncates the file it opens; see :func:`rotate_metrics`); readers take the parts in order, then ``metrics.jsonl``, and
-a step logged twice (before the crash and again after the resume) keeps its later values.
+a step logged twice (before the crash and again after the resume) keeps its later values. Only a resumed run may
+continue a run log: the entry point refuses a fresh run in a directory that holds logged steps
+(``bots_verl.integration.resume``).
 
 A real run gets ``metrics.jsonl`` from verl itself (``trainer.logger=[console,file]`` with
 ``VERL_FILE_LOGGER_PATH=<run_dir>/metrics.jsonl``) and ``meta.json`` from our entry point; the simulator writes both
@@ -53,6 +55,7 @@ __all__ = [
     "MethodSpec",
     "RunWriter",
     "iter_metrics",
+    "logged_metrics_files",
     "method_display",
     "method_spec",
     "metrics_files",
@@ -130,6 +133,11 @@ def metrics_files(run_dir: str | os.PathLike) -> list[Path]:
     if (run_dir / METRICS_FILE).is_file():
         files.append(run_dir / METRICS_FILE)
     return files
+
+
+def logged_metrics_files(run_dir: str | os.PathLike) -> list[Path]:
+    """The run's non-empty metrics files (:func:`metrics_files`): those that hold logged steps."""
+    return [path for path in metrics_files(run_dir) if path.stat().st_size > 0]
 
 
 def rotate_metrics(run_dir: str | os.PathLike) -> Path | None:

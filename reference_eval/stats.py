@@ -129,10 +129,14 @@ def compute_stats(
         ``{"file", "rows", "columns": {name: summary}, "pearson", "spearman", "pairs": [...], "plots": [...]}``.
 
     Raises:
-        DataError: If a column is missing or not numeric.
+        DataError: If a column is missing, not numeric or given twice.
     """
     if not columns:
         raise DataError("give at least one column")
+    for i, name in enumerate(columns):
+        # A repeated name makes pandas return a frame where a column is expected, deep in the pair statistics.
+        if name in columns[:i]:
+            raise DataError(f"column {name!r} is given more than once; give each column once")
     table = read_table(data_path)
     frame = {}
     for name in columns:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -44,19 +45,42 @@ STATE_VERSION = 2
 READABLE_STATE_VERSIONS = (1, 2)
 
 
+def _what_is_missing(state: Any) -> str | None:
+    """Why a loaded ``data.pt`` holds no :class:`BOTSSampler` state, or ``None`` when it holds one."""
+    if not isinstance(state, dict):
+        return f"it holds a {type(state).__name__}, not a dataloader state"
+    iter_state = state.get("_sampler_iter_state")
+    if not isinstance(iter_state, dict) or not isinstance(iter_state.get("sampler_state"), dict):
+        # torchdata stores a sampler's own state under this key only for samplers with state_dict, like ours;
+        # plain verl's samplers leave just a count of samples yielded.
+        return "its '_sampler_iter_state' has no 'sampler_state' (written by plain verl or another sampler)"
+    sampler_state = iter_state["sampler_state"]
+    if sampler_state.get("version") not in READABLE_STATE_VERSIONS or "selector_state" not in sampler_state:
+        return (
+            f"its 'sampler_state' is not a BOTSSampler's (version {sampler_state.get('version')!r}, readable: "
+            f"{list(READABLE_STATE_VERSIONS)}; keys {sorted(map(str, sampler_state))})"
+        )
+    return None
+
+
 def checkpoint_sampler_state(data_pt: str | os.PathLike) -> dict[str, Any]:
     """The :class:`BOTSSampler` state stored in one of verl's ``global_step_N/data.pt`` files.
 
     Selector state (posterior, RNG), ``updates``, ``attempts`` and ``dispatch_log``; numpy arrays come back as numpy.
 
     Raises:
-        ValueError: if the file holds no BOTS sampler state (e.g. a run without BOTS).
+        ValueError: if the file cannot be read as a torch checkpoint, or holds no BOTS sampler state (e.g. a run
+            without BOTS); the message names the file and what is missing.
     """
-    state = torch.load(data_pt, weights_only=False)
-    sampler_state = state.get("_sampler_iter_state", {}) or {}
-    sampler_state = sampler_state.get("sampler_state", None) if isinstance(sampler_state, dict) else None
-    if not isinstance(sampler_state, dict) or sampler_state.get("version") not in READABLE_STATE_VERSIONS:
-        raise ValueError(f"{data_pt} holds no BOTS sampler state")
+    try:
+        # verl loads data.pt the same way (the file is as trusted as the rest of the checkpoint).
+        state = torch.load(data_pt, weights_only=False)
+    except (EOFError, RuntimeError, pickle.UnpicklingError, AttributeError, ModuleNotFoundError) as err:
+        raise ValueError(f"{data_pt} cannot be read as a torch checkpoint ({type(err).__name__}: {err})") from err
+    missing = _what_is_missing(state)
+    if missing is not None:
+        raise ValueError(f"{data_pt} holds no BOTS sampler state: {missing}")
+    sampler_state = state["_sampler_iter_state"]["sampler_state"]
     return {**sampler_state, "selector_state": from_torch_safe(sampler_state["selector_state"])}
 
 

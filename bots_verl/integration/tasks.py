@@ -21,6 +21,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "TaskIndex",
     "check_parquet_columns",
+    "dataset_data_files",
     "dataset_task_ids",
     "normalize_task_id",
     "read_reference_columns",
@@ -61,16 +62,52 @@ def task_id_of(row: Mapping[str, Any], path: Sequence[str]) -> int | str:
     return normalize_task_id(value, ".".join(path))
 
 
+def _custom_dataset_error(dataset: Any, missing: str, needed: str) -> ValueError:
+    return ValueError(
+        f"the train dataset ({type(dataset).__module__}.{type(dataset).__qualname__}, data.custom_cls) {missing}; "
+        f"BOTS needs {needed}, as verl's RLHFDataset has: subclass RLHFDataset, or give the class that attribute"
+    )
+
+
 def dataset_task_ids(dataset: Any, path: Sequence[str]) -> list[int | str]:
     """Task ids of every position of a verl ``RLHFDataset`` (after max_samples and filtering), in order.
 
     Reads only the root column from the underlying HF dataset (no tokenisation, no ``__getitem__``).
+
+    Raises:
+        ValueError: for a missing column or bad id; or for a dataset (``data.custom_cls``) without RLHFDataset's
+            ``dataframe`` (a ``datasets.Dataset`` of one row per position), or whose ``dataframe`` has another length.
     """
-    frame = dataset.dataframe
+    frame = getattr(dataset, "dataframe", None)
+    needed = f"its 'dataframe' attribute: a datasets.Dataset with one row per position and a {path[0]!r} column"
+    if frame is None:
+        raise _custom_dataset_error(dataset, "has no 'dataframe' attribute", needed)
+    if not hasattr(frame, "column_names"):
+        raise _custom_dataset_error(dataset, f"has a 'dataframe' of type {type(frame).__name__}", needed)
     if path[0] not in frame.column_names:
         raise ValueError(f"train dataset has no column {path[0]!r} (bots.task_id_field={'.'.join(path)!r})")
     column = frame[path[0]]
-    return [task_id_of({path[0]: v}, path) for v in column]
+    ids = [task_id_of({path[0]: v}, path) for v in column]
+    # The sampler yields positions up to len(dataset); ids for other positions would credit the wrong tasks.
+    if hasattr(dataset, "__len__") and len(ids) != len(dataset):
+        raise _custom_dataset_error(dataset, f"has {len(dataset)} rows but a 'dataframe' of {len(ids)}", needed)
+    return ids
+
+
+def dataset_data_files(dataset: Any) -> list[str]:
+    """The local train files a verl ``RLHFDataset`` read (its ``data_files``), to read reference columns from.
+
+    Raises:
+        ValueError: for a dataset (``data.custom_cls``) without them.
+    """
+    files = getattr(dataset, "data_files", None)
+    if files is None or isinstance(files, str | bytes) or not all(isinstance(f, str) for f in files):
+        raise _custom_dataset_error(
+            dataset,
+            "has no 'data_files' list" if files is None else f"has 'data_files' of {files!r}",
+            "its 'data_files' attribute (the local parquet paths it read) to read bots.reference_columns",
+        )
+    return list(files)
 
 
 class TaskIndex:

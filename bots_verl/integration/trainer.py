@@ -15,7 +15,8 @@ they rely on are pinned in :mod:`bots_verl.integration.verl_pins`):
    order that does not depend on rollout timing (so a resumed run trains on exactly what the uninterrupted run
    trained on), and, with DAPO, reads the all-0/all-1 groups that dynamic sampling evicts before they are deleted.
 4. ``_fetch_one_gen_batch`` records the order in which prompts were dispatched; ``init`` (before any worker starts)
-   and ``_load_checkpoint`` refuse to resume a checkpoint whose ``data.pt`` (the posterior) is missing.
+   and ``_load_checkpoint`` refuse to resume a checkpoint whose ``data.pt`` (the posterior) is missing; ``init`` also
+   refuses one that holds no BOTS sampler state (written by plain verl or another sampler).
 
 ``trainer.v1.trainer_mode`` stays ``sync``: verl string-compares the mode in several places, so
 :class:`BOTSTaskRunner` runs verl's own ``TaskRunnerV1.run`` with ``BOTSTrainer`` standing in for the sync trainer.
@@ -42,7 +43,8 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from bots_verl.integration.actor import create_posterior_actor
 from bots_verl.integration.outcomes import Outcome, SuccessRule, aggregate_outcomes, read_outcomes
-from bots_verl.integration.sampler import BOTSSampler
+from bots_verl.integration.resume import check_run_log_dir, resume_folder
+from bots_verl.integration.sampler import BOTSSampler, checkpoint_sampler_state
 from bots_verl.integration.settings import (
     BOTSSettings,
     check_data_subset,
@@ -50,13 +52,20 @@ from bots_verl.integration.settings import (
     parse_bots_config,
     replay_poll_interval,
 )
-from bots_verl.integration.tasks import TaskIndex, dataset_task_ids, read_reference_columns
+from bots_verl.integration.tasks import TaskIndex, dataset_data_files, dataset_task_ids, read_reference_columns
 from bots_verl.runlog import METRICS_FILE, rotate_metrics
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 
-__all__ = ["BOTSReplayBuffer", "BOTSTaskRunner", "BOTSTrainer", "bots_metrics", "canonical_order"]
+__all__ = [
+    "BOTSReplayBuffer",
+    "BOTSTaskRunner",
+    "BOTSTrainer",
+    "bots_metrics",
+    "canonical_order",
+    "check_resume_data_pt",
+]
 
 
 def bots_metrics(stats: dict[str, float], **extra: float) -> dict[str, float]:
@@ -205,7 +214,7 @@ class BOTSTrainer(PPOTrainerSync):
         if self.bots.reference_columns:
             # verl's dataset read local copies of data.train_files (copy_to_local); read the same files
             reference = read_reference_columns(
-                list(self.train_dataset.data_files), self.bots.reference_columns, path, self.bots_task_index
+                dataset_data_files(self.train_dataset), self.bots.reference_columns, path, self.bots_task_index
             )
         num_tasks = len(self.bots_task_index)
         actor = create_posterior_actor(
@@ -236,22 +245,12 @@ class BOTSTrainer(PPOTrainerSync):
         return batch
 
     def init(self) -> None:
-        """verl's ``init``, after refusing at once a resume whose ``data.pt`` is missing (before workers start)."""
-        folder = self._bots_resume_folder()
-        if folder is not None and not os.path.isfile(os.path.join(folder, "data.pt")):
-            raise FileNotFoundError(_missing_data_pt(folder))
+        """verl's ``init``, after refusing at once a resume whose ``data.pt`` is missing or holds no BOTS state
+        (before workers start)."""
+        folder = resume_folder(self.config)
+        if folder is not None:
+            check_resume_data_pt(folder)
         super().init()
-
-    def _bots_resume_folder(self) -> str | None:
-        """The ``global_step_N`` folder verl's ``_load_checkpoint`` will resume from, or None for a fresh start."""
-        from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path
-
-        trainer = self.config.trainer
-        if trainer.resume_mode == "auto":
-            return find_latest_ckpt_path(os.path.abspath(trainer.default_local_dir))
-        if trainer.resume_mode == "resume_path" and trainer.get("resume_from_path", None):
-            return os.path.abspath(trainer.resume_from_path)
-        return None
 
     def _load_checkpoint(self):
         super()._load_checkpoint()
@@ -322,6 +321,34 @@ class BOTSTrainer(PPOTrainerSync):
         return batch
 
 
+def check_resume_data_pt(folder: str | os.PathLike) -> None:
+    """Refuse to resume from the checkpoint ``folder`` unless its ``data.pt`` holds a BOTS sampler state.
+
+    torchdata hands the sampler its state only when ``data.pt`` has one (``sampler_state``): without this check a
+    ``data.pt`` written by plain verl or another sampler would resume the model while the posterior silently restarted
+    from the prior. The file is read here once more than verl reads it, before any worker starts.
+
+    Args:
+        folder: the ``global_step_N`` folder verl will resume from.
+
+    Raises:
+        FileNotFoundError: ``data.pt`` is missing.
+        ValueError: ``data.pt`` cannot be read or holds no BOTS sampler state (the message names the file and what is
+            missing).
+    """
+    folder = os.fspath(folder)
+    if not os.path.isfile(os.path.join(folder, "data.pt")):
+        raise FileNotFoundError(_missing_data_pt(folder))
+    try:
+        checkpoint_sampler_state(os.path.join(folder, "data.pt"))
+    except ValueError as err:
+        raise ValueError(
+            f"resuming from {folder}, but {err}: the BOTS posterior lives there, and restarting it from the prior "
+            "while the model resumes would silently change the run. Resume from a checkpoint of a BOTS run, or start "
+            "a new run (trainer.resume_mode=disable or another trainer.default_local_dir)"
+        ) from err
+
+
 def _missing_data_pt(folder: str) -> str:
     return (
         f"resuming from {folder} but its data.pt is missing or empty: the BOTS posterior lives there, and restarting "
@@ -355,12 +382,18 @@ def use_run_log(config: DictConfig) -> None:
     """Point verl's file logger at ``<bots.run_log.dir>/metrics.jsonl`` in this process, keeping earlier steps.
 
     The driver made the directory absolute (``bots_verl.main``), so every process resolves it the same way.
+
+    Raises:
+        ValueError: for a fresh run in a directory holding an earlier run's metrics
+            (:func:`~bots_verl.integration.resume.check_run_log_dir`); nothing is moved then.
     """
     run_dir = config.bots.run_log.get("dir", None)
     if not run_dir:
         return
     if not os.path.isabs(run_dir):
         raise ValueError(f"bots.run_log.dir={run_dir!r} must be absolute here (bots_verl.main resolves it)")
+    # The driver checked this too, but relative checkpoint paths resolve here as in verl: refuse before rotating.
+    check_run_log_dir(config)
     # verl's file logger reads this in this process (the driver's environment may not reach Ray workers)
     os.environ["VERL_FILE_LOGGER_PATH"] = os.path.join(run_dir, METRICS_FILE)
     # it also truncates the file: keep a resumed run's earlier steps as metrics.part<k>.jsonl

@@ -361,9 +361,18 @@ def __bots_run(__bots_spec):
             __bots_line = __bots_json.dumps(["ok", __bots_fn(*__bots_args, **__bots_kwargs)])
         except BaseException:
             __bots_line = __bots_json.dumps(["error"])
-        print(__bots_spec["marker"] + __bots_line, flush=True)
-__bots_run(__bots_ast.literal_eval({spec!r}))
+        # On a line of its own even when the program's last print did not end one.
+        print("\\n" + __bots_spec["marker"] + __bots_line, flush=True)
 """
+
+
+def _remote_calls_program(code: str, prefix: str, spec: dict[str, Any]) -> str:
+    """The program that runs ``spec``'s calls on SandboxFusion and prints one marked result line per call.
+
+    The spec goes in as a string literal (the repr of its repr) appended after the template, never through
+    ``str.format``: the template's own braces (``{}``) would make ``format`` raise, and so could the test data.
+    """
+    return f"{prefix}\n{code}\n{_REMOTE_CALLS}__bots_run(__bots_ast.literal_eval({repr(spec)!r}))\n"
 
 
 def _score_remote(code: str, plan: _Plan, prefix: str, timeout_s: float, memory_mb: int, url: str) -> tuple:
@@ -385,7 +394,7 @@ def _score_remote(code: str, plan: _Plan, prefix: str, timeout_s: float, memory_
         # The program prints its results (marked lines); the expected values stay here.
         marker = f"__bots_{secrets.token_hex(8)}__"
         spec = {"calls": [[c.entry, c.via, c.args, c.kwargs] for c in plan.calls], "marker": marker}
-        program = f"{prefix}\n{code}\n" + _REMOTE_CALLS.format(spec=repr(spec))
+        program = _remote_calls_program(code, prefix, spec)
         result = _run_sandbox(program, "", remaining(), memory_mb, url)
         if result.status != "ok":
             return 0, result.status

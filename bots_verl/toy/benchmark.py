@@ -181,6 +181,11 @@ def _train_one(
         return json.loads(done_file.read_text())
     run_dir.mkdir(parents=True, exist_ok=True)
     resumed_from = max(checkpoint_steps(run_dir / "ckpt"), default=0)
+    if not resumed_from and runlog.logged_metrics_files(run_dir / "run"):
+        # An attempt stopped before its first checkpoint: this one starts from scratch, so those steps are obsolete,
+        # and the entry point refuses a fresh run in a run log that holds steps.
+        logger.info("%s: no checkpoint to resume from; removing the earlier attempt's run log", run_dir.name)
+        shutil.rmtree(run_dir / "run")
     overrides = training_overrides(manifest, profile, selector, seed, run_dir)
     (run_dir / "command.txt").write_text(" ".join(["python -m bots_verl.main", *overrides]) + "\n")
     env = {**os.environ, **{k: os.environ.get(k, v) for k, v in TRAINING_ENV.items()}}

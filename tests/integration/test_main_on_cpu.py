@@ -100,3 +100,61 @@ def test_relative_run_log_dir_is_resolved_once_by_the_driver(pool, tokenizer_dir
     monkeypatch.delenv("VERL_FILE_LOGGER_PATH", raising=False)
     use_run_log(config)  # what BOTSTaskRunner.run does first
     assert os.environ["VERL_FILE_LOGGER_PATH"] == str(launch / "runs" / "r1" / "metrics.jsonl")
+
+
+def _old_run_log(run_dir, metrics: str = '{"step": 1, "data": {"x": 1.0}}\n'):
+    """A run log an earlier run left: meta.json and metrics.jsonl (with one logged step by default)."""
+    run_dir.mkdir(parents=True)
+    (run_dir / "meta.json").write_text("{}\n")
+    (run_dir / "metrics.jsonl").write_text(metrics)
+
+
+def _checkpoint(ckpt, step: int = 2):
+    """What verl's checkpoint tracker leaves for resume_mode=auto to find."""
+    (ckpt / f"global_step_{step}").mkdir(parents=True)
+    (ckpt / "latest_checkpointed_iteration.txt").write_text(str(step))
+
+
+@pytest.mark.parametrize("resume_mode", ["auto", "disable"])
+def test_fresh_run_in_a_run_log_dir_with_logged_steps_is_refused(
+    pool, tokenizer_dir, tmp_path, monkeypatch, resume_mode
+):
+    old = tmp_path / "runs" / "old"
+    _old_run_log(old)
+    ckpt = tmp_path / "ckpt"
+    if resume_mode == "disable":
+        _checkpoint(ckpt)  # a checkpoint that this run is told not to resume from
+    overrides = [f"bots.run_log.dir={old}", f"trainer.default_local_dir={ckpt}", f"trainer.resume_mode={resume_mode}"]
+    config = compose(base_overrides(pool, tokenizer_dir, *overrides, "bots.dry_run=true"))
+    with pytest.raises(ValueError) as refused:
+        run(config)
+    message = str(refused.value)
+    assert f"bots.run_log.dir={old} already holds the metrics of an earlier run (metrics.jsonl)" in message
+    assert "Pick a new bots.run_log.dir, or delete" in message
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", "unset")
+    with pytest.raises(ValueError, match="already holds the metrics of an earlier run"):
+        use_run_log(config)  # the task runner refuses too, before moving anything
+    assert sorted(p.name for p in old.iterdir()) == ["meta.json", "metrics.jsonl"]
+    assert os.environ["VERL_FILE_LOGGER_PATH"] == "unset"
+
+
+def test_a_resumed_run_continues_its_run_log_and_an_unlogged_dir_is_free(pool, tokenizer_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("VERL_FILE_LOGGER_PATH", "unset")
+    resumed, ckpt = tmp_path / "runs" / "resumed", tmp_path / "ckpt"
+    _old_run_log(resumed)
+    _checkpoint(ckpt)
+    config = compose(
+        base_overrides(pool, tokenizer_dir, f"bots.run_log.dir={resumed}", f"trainer.default_local_dir={ckpt}")
+    )
+    check_config(config)
+    use_run_log(config)
+    assert sorted(p.name for p in resumed.iterdir()) == ["meta.json", "metrics.part0.jsonl"]
+    # an earlier launch that failed before its first step left meta.json and an empty metrics.jsonl: nothing to merge
+    unlogged = tmp_path / "runs" / "unlogged"
+    _old_run_log(unlogged, metrics="")
+    config = compose(
+        base_overrides(pool, tokenizer_dir, f"bots.run_log.dir={unlogged}", f"trainer.default_local_dir={tmp_path}/x")
+    )
+    check_config(config)
+    use_run_log(config)
+    assert os.environ["VERL_FILE_LOGGER_PATH"] == str(unlogged / "metrics.jsonl")

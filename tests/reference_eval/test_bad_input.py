@@ -15,6 +15,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from reference_eval_fixtures import N, NoGeneration, by_id, make_rows, run, settings, write_rows
@@ -279,3 +280,23 @@ def test_a_reward_dict_without_score_is_a_scorer_error_not_zero():
     task = Task(task_id=1, row=0, data_source="x", prompt=[], ground_truth="", extra_info=None, prompt_sha256="")
     with pytest.raises(ValueError, match="no 'score'"):
         Scorer("acc-only", lambda *a, **k: {"acc": True}).score(task, "")
+
+
+def test_stats_with_a_column_given_twice_is_one_error_line(tmp_path):
+    data = tmp_path / "refs.parquet"
+    pq.write_table(pa.table({"w": [0.1, 0.5, 0.9], "s": [0.2, 0.6, 1.0]}), data)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [sys.executable, "-m", "reference_eval", "stats", "--data", str(data), "--columns", "w", "s", "w"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ERROR"), proc.stderr
+    assert "column 'w' is given more than once" in lines[0]

@@ -134,9 +134,18 @@ def test_stopping_terminates_runs_in_flight_and_starts_no_more(tmp_path) -> None
                 "max_response_length": 12,
             }
         }
-        with pytest.raises(RuntimeError, match="not started"):
-            benchmark._train_one(manifest, PROFILES["ci"], "random", 0, tmp_path, ([], []), 10.0)
-        assert not (tmp_path / "runs" / "random_s0" / "train.log").read_text()
+        # an earlier attempt logged a step but was stopped before its first checkpoint: its run log goes (a fresh
+        # run may not continue it); with a checkpoint the run resumes and keeps it
+        for seed, with_checkpoint in ((0, False), (1, True)):
+            run_dir = tmp_path / "runs" / f"random_s{seed}"
+            (run_dir / "run").mkdir(parents=True)
+            (run_dir / "run" / "metrics.jsonl").write_text('{"step": 1, "data": {"x": 1.0}}\n')
+            if with_checkpoint:
+                (run_dir / "ckpt" / "global_step_2").mkdir(parents=True)
+            with pytest.raises(RuntimeError, match="not started"):
+                benchmark._train_one(manifest, PROFILES["ci"], "random", seed, tmp_path, ([], []), 10.0)
+            assert not (run_dir / "train.log").read_text()
+            assert (run_dir / "run" / "metrics.jsonl").is_file() is with_checkpoint
     finally:
         benchmark._STOP.clear()
         benchmark._CHILDREN.discard(child)
