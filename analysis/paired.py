@@ -128,7 +128,16 @@ STATISTICS: tuple[StatSpec, ...] = (
 )
 _SPECS = {s.key: s for s in STATISTICS}
 #: the overview table's and the figure's statistics
-OVERVIEW_KEYS = ("ttb100", "bsf100", "slope_ratio", "mean_gain_diff", "final_gain_diff", "etr_diff", "roll100")
+OVERVIEW_KEYS = (
+    "ttb100",
+    "bsf100",
+    "slope_ratio",
+    "mean_gain_diff",
+    "final_gain_diff",
+    "etr_diff",
+    "roll100",
+    "time100",
+)
 FIGURE_KEYS = ("ttb100", "slope_ratio", "mean_gain_diff", "final_gain_diff")
 
 
@@ -546,8 +555,10 @@ def _fmt_undefined(st: PairedStat) -> str:
 def _overview_cell(st: PairedStat) -> str:
     if not st.available:
         return "n/a (" + _fmt_undefined(st) + ")" if st.reasons else "n/a"
-    text = _fmt(st.t.mean, st.spec) + " " + _fmt_pair(st.t.lo, st.t.hi, st.spec)
-    return text.strip() + (f" ({st.t.n_missing}/{st.t.n + st.t.n_missing} —)" if st.t.n_missing else "")
+    text = _fmt(st.t.mean, st.spec)
+    if math.isfinite(st.t.lo):  # one seed has a mean but no interval
+        text += " " + _fmt_pair(st.t.lo, st.t.hi, st.spec)
+    return text + (f" ({st.t.n_missing}/{st.t.n + st.t.n_missing} —)" if st.t.n_missing else "")
 
 
 def to_markdown(comparisons: Sequence[Comparison], overview_keys: Sequence[str] = OVERVIEW_KEYS) -> str:

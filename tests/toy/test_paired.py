@@ -186,7 +186,8 @@ def test_run_log_statistics_and_cli(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert paired.main([str(tmp_path / "summary.json"), "--out", str(tmp_path / "out")]) == 0
     printed = capsys.readouterr().out
     assert printed == (tmp_path / "out" / "paired.md").read_text()
-    assert "ETR Δ↑" in printed.split("\n\n")[1]  # the overview shows the log-based columns when they exist
+    overview = printed.split("\n\n")[1]
+    assert "ETR Δ↑" in overview and "Time(100%)↓" in overview  # the log-based columns, now that logs exist
     data = json.loads((tmp_path / "out" / "paired.json").read_text())
     assert data["comparisons"]["bots"]["statistics"]["roll100"]["mean"] == pytest.approx(0.75)
     assert (tmp_path / "out" / "figures" / "toy_paired.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -196,6 +197,17 @@ def test_run_log_statistics_and_cli(tmp_path: Path, capsys: pytest.CaptureFixtur
     meta.write_text(meta.read_text().replace('"seed": 1', '"seed": 7'))
     with pytest.raises(LoadError, match="seed 7"):
         paired.load_benchmark(tmp_path)
+
+
+def test_one_seed_has_means_without_intervals(tmp_path: Path) -> None:
+    records = [r for r in _doubling() if r.seed == 0]
+    (fast, flat) = paired.compare_all(records)
+    st = fast.stats["slope_ratio"]
+    assert st.t.n == 1 and st.t.mean == pytest.approx(0.5)
+    assert math.isnan(st.t.lo) and all(math.isnan(x) for x in st.bootstrap)
+    row = next(line for line in paired.to_markdown([fast, flat]).splitlines() if line.startswith("| fast |"))
+    assert "| 0.50 |" in row and "[" not in row  # a mean, no interval
+    assert paired.save_figure([fast, flat], tmp_path / "one.png").stat().st_size > 0
 
 
 def test_figure_is_a_png(tmp_path: Path) -> None:
