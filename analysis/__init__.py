@@ -7,6 +7,8 @@
 - :mod:`analysis.places`, :mod:`analysis.overhead`: the place counts and the selection overhead share.
 - :mod:`analysis.figures`: ``python -m analysis.figures`` (accuracy, ETR, estimator-quality and λ-bias figures, mean ±
   95% interval over seeds).
+- :mod:`analysis.paired`: ``python -m analysis.paired`` (each selector against Random, paired by seed, with t and
+  bootstrap intervals; the toy benchmark's records).
 - :mod:`analysis.render`: the markdown / LaTeX renderer.
 
 ``analysis/README.md`` documents the inputs and the commands.

@@ -49,6 +49,7 @@ __all__ = [
     "Table",
     "ablation_rows",
     "ablation_table",
+    "cost_curve",
     "display",
     "main",
     "main_columns",
@@ -236,6 +237,23 @@ def _varying_hparams(runs: Sequence[Run]) -> dict[str, list[str]]:
     return out
 
 
+def cost_curve(run: Run, metric: str) -> Curve:
+    """The run's per-step cost (``bots/rollouts`` or ``timing_s/step``) as a :class:`~analysis.metrics.Curve`.
+
+    Raises:
+        LoadError: if the run never logged ``metric``, or a training step lacks it (naming the run and the steps).
+    """
+    series = run.metrics[metric].astype(np.float64) if metric in run.metrics.columns else None
+    if series is None or not np.isfinite(series).any():
+        raise LoadError(f"run {run.name()}: metric {metric!r} is missing (needed for the cost-to-target column)")
+    # Every training step must carry its cost, or the cumulative sum undercounts; step 0 is verl's initial eval.
+    holes = [int(s) for s, v in series.items() if s > 0 and not np.isfinite(v)]
+    if holes:
+        raise LoadError(f"run {run.name()}: metric {metric!r} is missing at steps {holes[:10]}")
+    series = series[np.isfinite(series)]
+    return Curve(series.index.to_numpy(np.float64), series.to_numpy(np.float64))
+
+
 class _Scorer:
     """Per-block scoring against the baseline's runs, paired by seed; caches accuracy curves."""
 
@@ -268,15 +286,7 @@ class _Scorer:
 
     @staticmethod
     def cost(run: Run, metric: str) -> Curve:
-        series = run.metrics[metric].astype(np.float64) if metric in run.metrics.columns else None
-        if series is None or not np.isfinite(series).any():
-            raise LoadError(f"run {run.name()}: metric {metric!r} is missing (needed for the cost-to-target column)")
-        # Every training step must carry its cost, or the cumulative sum undercounts; step 0 is verl's initial eval.
-        holes = [int(s) for s, v in series.items() if s > 0 and not np.isfinite(v)]
-        if holes:
-            raise LoadError(f"run {run.name()}: metric {metric!r} is missing at steps {holes[:10]}")
-        series = series[np.isfinite(series)]
-        return Curve(series.index.to_numpy(np.float64), series.to_numpy(np.float64))
+        return cost_curve(run, metric)
 
     def score(self, label: str, runs: Mapping[int, Run], col: Column) -> core.Interval:
         values = []

@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -270,6 +270,54 @@ def _analyse(root: Path) -> dict[str, str]:
     return out
 
 
+def _run_failure(run_dir: Path, exc: BaseException) -> BaseException:
+    """``exc`` as an error that names the run and ends with the tail of its training log.
+
+    :func:`_train_one`'s message for a failed training process already does; a timeout, a missing checkpoint or an
+    error of the evaluation gets the run's name and log tail added.
+    """
+    text = str(exc)
+    if isinstance(exc, RuntimeError) and text.startswith(f"{run_dir.name}:") and "\n" in text:
+        return exc
+    log = run_dir / "train.log"
+    tail = log.read_text(errors="replace")[-3000:] if log.is_file() else "(no training log)"
+    head = text if text.startswith(f"{run_dir.name}:") else f"{run_dir.name}: {type(exc).__name__}: {text}"
+    return RuntimeError(f"{head}\n--- end of {log}:\n{tail}")
+
+
+def _results(futures: Sequence[Future], run_dirs: Sequence[Path]) -> list[dict[str, Any]]:
+    """The runs' records, in plan order; the first run to fail raises at once, through :func:`_run_failure`.
+
+    Waiting on the futures in order would report a failed run only after every run planned before it finished.
+    """
+    wait(futures, return_when=FIRST_EXCEPTION)
+    for future, run_dir in zip(futures, run_dirs, strict=True):
+        exc = future.exception() if future.done() else None
+        if exc is not None:
+            error = _run_failure(run_dir, exc)
+            if error is exc:
+                raise exc
+            raise error from exc
+    return [f.result() for f in futures]
+
+
+def _add_paired(root: Path, summary: dict[str, Any], tables: dict[str, str]) -> None:
+    """Paired statistics of every selector against ``random`` (``python -m analysis.paired`` on ``summary.json``).
+
+    Writes ``paired.md``, ``paired.json`` and ``figures/toy_paired.png`` into ``root``, puts the dict under
+    ``summary["paired"]`` (and rewrites ``summary.json``) and the section under ``tables["paired"]``; does nothing
+    without a ``random`` run or another selector to compare with it.
+    """
+    selectors = {r["selector"] for r in summary["runs"]}
+    if "random" not in selectors or len(selectors) < 2:
+        return
+    cmd = [sys.executable, "-m", "analysis.paired", str(root), "--baseline", "random", "--out", str(root)]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    summary["paired"] = json.loads((root / "paired.json").read_text())
+    tables["paired"] = "## Paired against random, seed by seed\n\n" + (root / "paired.md").read_text()
+    (root / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+
+
 def _curves(records: Sequence[dict[str, Any]], selectors: Sequence[str], key: str = "accuracy") -> str:
     """Mean and 95% interval over seeds of an accuracy at each evaluated step, by selector (markdown)."""
     from bots_verl.core.metrics import interval
@@ -311,7 +359,7 @@ def run_benchmark(
     pool = ThreadPoolExecutor(max_workers=max(1, profile.jobs))
     try:
         futures = [pool.submit(_train_one, manifest, profile, s, seed, root, tasks, timeout) for s, seed in plan]
-        records = [f.result() for f in futures]
+        records = _results(futures, [root / "runs" / f"{s}_s{seed}" for s, seed in plan])
     except BaseException:
         # Ctrl-C, SIGTERM or a failed run: start nothing more and stop the runs in flight (a rerun resumes them
         # from their last checkpoint), instead of letting the pool run every queued run to the end.
@@ -330,6 +378,7 @@ def run_benchmark(
         "runs": records,
     }
     (root / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    _add_paired(root, summary, tables)
     (root / "summary.md").write_text(_summary_markdown(summary, tables, manifest, data_dir))
     return summary
 
@@ -359,12 +408,39 @@ def _summary_markdown(summary: dict[str, Any], tables: dict[str, str], manifest:
                 + _curves(summary["runs"], selectors),
                 "## Training-pool accuracy (`" + POOL_METRIC + "`)\n\n" + tables["pool"].strip(),
                 "Training-pool accuracy by step:\n\n" + _curves(summary["runs"], selectors, "pool_accuracy"),
+                *([tables["paired"].strip()] if "paired" in tables else []),
                 "## Selection overhead\n\n" + tables["overhead"].strip(),
-                "Figures: `figures/toy_accuracy.png`, `figures/toy_etr.png`.",
+                "Figures: `figures/toy_accuracy.png`, `figures/toy_etr.png`"
+                + (", `figures/toy_paired.png`." if "paired" in tables else "."),
             ]
         )
         + "\n"
     )
+
+
+def _dry_run(profile: BenchmarkProfile, root: Path) -> int:
+    """``--dry-run`` (``DRY_RUN=1 bash recipes/toy/run_benchmark.sh``): check the profile, print the plan; 0 if valid.
+
+    Each run's verl config needs the prepared data, so it is composed only by the real run (and by the tests).
+    """
+    from bots_verl.core import SELECTORS
+
+    try:
+        for selector in profile.selectors:
+            SELECTORS.lookup(selector)
+        for name in ("steps", "prompts", "n", "eval_every", "jobs"):
+            if getattr(profile, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(profile, name)}")
+        if not profile.seeds:
+            raise ValueError("no seeds")
+    except ValueError as exc:
+        print(f"toy benchmark dry run: {exc}", file=sys.stderr)
+        return 2
+    runs = [f"{selector}_s{seed}" for seed in profile.seeds for selector in profile.selectors]
+    print(f"toy benchmark dry run: {json.dumps(asdict(profile))}")
+    print(f"{len(runs)} runs into {root / 'runs'}: {' '.join(runs)}")
+    print(f"toy benchmark dry run: config OK (data: {root / 'data'}; nothing created)")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -381,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, help="learning rate (default: the profile's)")
     parser.add_argument("--eval-every", type=int, help="steps between evaluated checkpoints (default: the profile's)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per training process")
+    parser.add_argument("--dry-run", action="store_true", help="check the settings, print the plan, create nothing")
     args = parser.parse_args(argv)
     # SIGTERM unwinds like Ctrl-C, so run_benchmark stops the training processes in flight
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
@@ -403,10 +480,13 @@ def main(argv: list[str] | None = None) -> int:
     if changes:
         profile = BenchmarkProfile(**{**asdict(profile), **changes})
     root = Path(args.out or _DEFAULT_OUT[profile.name]).resolve()
+    if args.dry_run:
+        return _dry_run(profile, root)
     try:
         summary = run_benchmark(profile, root, timeout=args.timeout)
     except (RuntimeError, subprocess.CalledProcessError) as exc:
-        logger.error("%s", exc)
+        # on stderr whatever the logging setup: a failed run's message names it and ends with its log's tail
+        print(f"toy benchmark failed: {exc}", file=sys.stderr)
         return 1
     print((root / "summary.md").read_text())
     print(f"toy benchmark ok: {len(summary['runs'])} runs, {summary['total_s']:.0f} s, summary: {root / 'summary.md'}")

@@ -598,6 +598,27 @@ def prepare(
     return manifest
 
 
+def _dry_run(prof: Profile, out: Path, seed: int, jobs: int, policies: int, calibration: bool) -> int:
+    """``--dry-run`` (``DRY_RUN=1 bash recipes/toy/prepare.sh``): check the settings, print the plan; 0 if valid."""
+    for name, value in (("jobs", jobs), ("policies", policies)):
+        if value < 1:
+            print(f"toy prepare dry run: --{name} must be at least 1, got {value}", file=sys.stderr)
+            return 2
+    warmups = ", ".join(
+        f"{name} {spec.steps} x {spec.batch_size}"
+        for name, spec in (("policy", prof.policy), ("weak", prof.weak), ("strong", prof.strong))
+    )
+    state = "resumes the build there" if (out / "manifest.json").is_file() else "a new build"
+    pool = ", ".join(f"{k}-digit {v}" for k, v in sorted(prof.pool_per_cell.items()))
+    print(
+        f"toy prepare dry run: profile {prof.name}, seed {seed}; pool tasks per cell {pool}; {prof.heldout_size} "
+        f"held-out prompts; warm-ups {warmups}, policies {policies}; reference columns n = {prof.reference_n}; "
+        f"calibration {'yes' if calibration else 'no'}; {jobs} jobs"
+    )
+    print(f"toy prepare dry run: config OK ({out.resolve()}: {state}; nothing created)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status (1 on a :class:`PrepareError`)."""
     parser = argparse.ArgumentParser(prog="python -m bots_verl.toy.prepare", description=__doc__.split("\n\n")[0])
@@ -608,11 +629,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="warm-ups / reference collections at a time")
     parser.add_argument("--policies", type=int, default=1, help="separately warmed-up policies (seed s uses s %% K)")
     parser.add_argument("--no-calibration", action="store_true", help="skip the calibration stage")
+    parser.add_argument("--dry-run", action="store_true", help="check the settings, print the plan, create nothing")
     args = parser.parse_args(argv)
     # SIGTERM (a killed make, a scheduler) unwinds like Ctrl-C, so that running workers are terminated, not orphaned.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     profile = "quick" if args.quick else args.profile
+    if args.dry_run:
+        return _dry_run(PROFILES[profile], Path(args.out), args.seed, args.jobs, args.policies, not args.no_calibration)
     try:
         manifest = prepare(
             args.out,

@@ -6,9 +6,13 @@
 #   bash recipes/toy/run_benchmark.sh                     # = make toy        (runs/toy)
 #   PROFILE=quick bash recipes/toy/run_benchmark.sh       # = make toy-quick  (runs/toy/quick)
 #   bash recipes/toy/run_benchmark.sh --seeds 0 1 2 3 4   # any extra option goes to python -m bots_verl.toy.benchmark
+#   DRY_RUN=1 bash recipes/toy/run_benchmark.sh           # check the settings and print the plan; nothing is created
 set -euo pipefail
 PROFILE=${PROFILE:-full}                       # full | quick | ci
 PYTHON=${PYTHON:-python3}
+DRY_RUN=${DRY_RUN:-0}                          # 1: validate and print the plan only (as every recipe's DRY_RUN)
+dry_run=()
+if [[ $DRY_RUN == 1 ]]; then dry_run=(--dry-run); fi
 
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1
-exec "$PYTHON" -m bots_verl.toy.benchmark --profile "$PROFILE" "$@"
+exec "$PYTHON" -m bots_verl.toy.benchmark --profile "$PROFILE" "$@" ${dry_run[@]+"${dry_run[@]}"}

@@ -203,3 +203,32 @@ def test_dry_run_end_to_end(tmp_path: Path, data_dir: Path) -> None:
     refused = dry_run("run_math_qwen2.5_1.5b_bots.sh", "bots.selector=implicit_only")
     assert refused.returncode != 0 and "implicit_only" in refused.stderr
     assert "BOTS dry run: config OK" not in refused.stdout
+
+
+TOY = sorted((RECIPES / "toy").glob("*.sh"))
+
+
+def test_toy_recipes_honour_dry_run(tmp_path: Path) -> None:
+    """``DRY_RUN=1`` checks the toy scripts' settings and prints the plan, creating nothing (no data, no runs)."""
+    assert [p.name for p in TOY] == ["prepare.sh", "run_benchmark.sh"]
+    env = {**os.environ, "DRY_RUN": "1", "PYTHON": sys.executable, "PROFILE": "quick"}
+
+    def dry_run(script: Path, *args: str) -> subprocess.CompletedProcess:
+        assert os.access(script, os.X_OK), f"{script} is not executable"
+        return subprocess.run(
+            ["bash", str(script), *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
+
+    prepare = dry_run(RECIPES / "toy" / "prepare.sh")
+    assert prepare.returncode == 0, prepare.stderr[-2000:]
+    assert "toy prepare dry run: profile quick" in prepare.stdout
+    assert f"config OK ({tmp_path / 'runs' / 'toy' / 'quick' / 'data'}: a new build" in prepare.stdout
+    bench = dry_run(RECIPES / "toy" / "run_benchmark.sh", "--seeds", "0", "1")
+    assert bench.returncode == 0, bench.stderr[-2000:]
+    assert "4 runs into" in bench.stdout and "random_s1 bots_s1" in bench.stdout
+    assert "toy benchmark dry run: config OK" in bench.stdout
+    assert not any(tmp_path.iterdir()), "a dry run must not create anything"
+
+    typo = dry_run(RECIPES / "toy" / "run_benchmark.sh", "--selectors", "random", "botz")
+    assert typo.returncode != 0 and "unknown selector 'botz'" in typo.stderr
+    assert "config OK" not in typo.stdout

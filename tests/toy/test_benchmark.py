@@ -59,6 +59,11 @@ def test_tables_figures_and_summary(bench) -> None:
     assert (root / "figures" / "toy_accuracy.png").stat().st_size > 0
     summary = (root / "summary.md").read_text()
     assert "Main table" in summary and "Starting point" in summary and "step 0" in summary
+    # paired statistics: with the run logs present, the log-based ones (ETR, rollouts, wall-clock) have values
+    assert "Paired against random" in summary and (root / "figures" / "toy_paired.png").stat().st_size > 0
+    stats = json.loads((root / "paired.json").read_text())["comparisons"]["bots"]["statistics"]
+    assert stats["etr_diff"]["n"] == 1 and stats["roll100"]["n"] + stats["roll100"]["n_undefined"] == 1
+    assert json.loads((root / "summary.json").read_text())["paired"]["comparisons"]["bots"]["statistics"] == stats
 
 
 def test_rerun_skips_finished_runs(bench) -> None:

@@ -1,0 +1,767 @@
+"""Paired statistics of each selector against a baseline (Random), seed by seed, with t and bootstrap intervals.
+
+Runs with the same seed share the starting policy, the data order and the rollout sampling, so the comparison that
+removes most of the seed-to-seed noise is the per-seed difference (or ratio) between a selector and the baseline.
+Only seeds that both have are paired; the others are listed, never silently mixed in. Per paired seed:
+
+- ``TTB(x)`` and ``BSF(x)`` at 25/50/100% of the budget: :func:`bots_verl.core.metrics.ttb` / ``bsf``, the
+  definitions of the paper's tables (:mod:`analysis.tables`; TTB over the baseline's own steps, so Random = 1);
+- ``slope ratio``: the least-squares slope of held-out accuracy against step of the baseline over the selector's.
+  It reads like TTB: below 1 the selector gains accuracy faster (0.5: twice as fast). A seed where either slope is
+  not positive has no ratio (the quotient would flip sign or explode) and is counted as such;
+- ``mean gain Δ``: the area under the gain curve (accuracy minus the accuracy at the first evaluation, step 0),
+  trapezoid over the evaluated steps, divided by the steps spanned: the mean gain over training; selector − baseline;
+- ``final gain Δ``: the gain at the last evaluation, selector − baseline;
+- ``ETR Δ``: the mean per-step effective task ratio (:data:`analysis.loader.ETR_METRIC`, the tables' ETR),
+  selector − baseline; needs the run logs;
+- ``Roll(100%)`` and ``Time(100%)``: rollouts and wall-clock seconds spent until the selector first reaches the
+  baseline's best within the budget (its final best so far), over what the baseline spent to reach it
+  (:func:`analysis.metrics.cost_to_baseline`, the tables' Roll/Time); needs the run logs.
+
+Each statistic gets its mean over the paired seeds where it is defined and two 95% intervals of that mean: the
+Student-t interval (:func:`bots_verl.core.metrics.interval`) and a paired bootstrap percentile interval (the seeds
+resampled with replacement, 10000 times, from a fixed generator seed, so the output is deterministic). With few
+seeds neither is trustworthy alone: the t interval is wide (t quantile 4.30 at 3 seeds) and the bootstrap interval
+too narrow (it never leaves the range of the per-seed values). A seed where a statistic is undefined (target never
+reached, a non-positive slope, no run log) is counted with its reason.
+
+Input: a toy benchmark (:mod:`bots_verl.toy.benchmark`): its ``summary.json`` (the per-run records: selector, seed,
+accuracy curve) and, when present, the run logs under ``<benchmark>/runs/<selector>_s<seed>/run`` (for ETR,
+rollouts and wall-clock; without them those statistics are marked not available).
+
+Usage::
+
+    python -m analysis.paired runs/toy                          # markdown on stdout
+    python -m analysis.paired runs/toy/summary.json --baseline random --out runs/toy
+    # --out writes paired.md, paired.json and figures/toy_paired.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from analysis import loader, render
+from analysis.loader import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC, LoadError, Run
+from analysis.metrics import Curve, cost_to_baseline
+from analysis.tables import cost_curve
+from bots_verl import runlog
+from bots_verl.core import metrics as core
+
+__all__ = [
+    "BASELINE",
+    "FIGURE_KEYS",
+    "STATISTICS",
+    "Comparison",
+    "PairedStat",
+    "RunRecord",
+    "StatSpec",
+    "bootstrap_interval",
+    "compare",
+    "compare_all",
+    "final_gain",
+    "load_benchmark",
+    "main",
+    "mean_gain",
+    "paired_figure",
+    "records_from_summary",
+    "save_figure",
+    "slope",
+    "to_dict",
+    "to_markdown",
+]
+
+logger = logging.getLogger(__name__)
+
+BASELINE = "random"
+RESAMPLES = 10_000
+RNG_SEED = 0
+#: the toy benchmark's domain (run logs, figure names)
+DOMAIN = "toy"
+
+
+@dataclass(frozen=True)
+class StatSpec:
+    """One paired statistic.
+
+    Attributes:
+        key: short id (``ttb100``), the key in the JSON output.
+        label: display name.
+        kind: ``"ratio"`` (null value 1) or ``"difference"`` (null value 0).
+        better: ``"lower"`` or ``"higher"``.
+        digits: decimals shown.
+        needs_log: computed from the run logs (not available without them).
+    """
+
+    key: str
+    label: str
+    kind: str
+    better: str
+    digits: int
+    needs_log: bool = False
+
+    @property
+    def null(self) -> float:
+        """The value of no difference: 1 for a ratio, 0 for a difference."""
+        return 1.0 if self.kind == "ratio" else 0.0
+
+
+FRACTIONS = (0.25, 0.5, 1.0)
+STATISTICS: tuple[StatSpec, ...] = (
+    *(StatSpec(f"ttb{int(f * 100)}", f"TTB({int(f * 100)}%)↓", "ratio", "lower", 2) for f in FRACTIONS),
+    *(StatSpec(f"bsf{int(f * 100)}", f"BSF({int(f * 100)}%)↑", "ratio", "higher", 3) for f in FRACTIONS),
+    StatSpec("slope_ratio", "slope ratio (baseline / selector)↓", "ratio", "lower", 2),
+    StatSpec("mean_gain_diff", "mean gain Δ (AUC / steps)↑", "difference", "higher", 4),
+    StatSpec("final_gain_diff", "final gain Δ↑", "difference", "higher", 4),
+    StatSpec("etr_diff", "ETR Δ↑", "difference", "higher", 3, needs_log=True),
+    StatSpec("roll100", "Roll(100%)↓", "ratio", "lower", 2, needs_log=True),
+    StatSpec("time100", "Time(100%)↓", "ratio", "lower", 2, needs_log=True),
+)
+_SPECS = {s.key: s for s in STATISTICS}
+#: the overview table's and the figure's statistics
+OVERVIEW_KEYS = (
+    "ttb100",
+    "bsf100",
+    "slope_ratio",
+    "mean_gain_diff",
+    "final_gain_diff",
+    "etr_diff",
+    "roll100",
+    "time100",
+)
+FIGURE_KEYS = ("ttb100", "slope_ratio", "mean_gain_diff", "final_gain_diff")
+
+
+# ------------------------------------------------------------------------------------------------------ inputs
+@dataclass
+class RunRecord:
+    """One run: its held-out accuracy curve and, when available, its run log.
+
+    Attributes:
+        selector: the selector (the table row).
+        seed: the training seed (the pairing key).
+        total_steps: the training budget in steps.
+        accuracy: held-out accuracy at the evaluated steps (strictly increasing).
+        log: the run log (:class:`analysis.loader.Run`) for ETR, rollouts and wall-clock; ``None`` if absent.
+    """
+
+    selector: str
+    seed: int
+    total_steps: int
+    accuracy: Curve
+    log: Run | None = None
+
+
+def _curve(points: Mapping[Any, Any]) -> Curve:
+    pairs = sorted((int(k), float(v)) for k, v in points.items() if v is not None)
+    return Curve(np.array([p[0] for p in pairs], np.float64), np.array([p[1] for p in pairs], np.float64))
+
+
+def _load_log(path: Path, selector: str, seed: int) -> Run | None:
+    """The run log at ``path`` if there is one (``None`` otherwise); it must be the record's seed."""
+    if not path.is_dir() or not runlog.metrics_files(path):
+        return None
+    run = loader.load_run(path)
+    if run.seed != seed:
+        raise LoadError(f"run log {path} is seed {run.seed}, but its benchmark record says {selector} seed {seed}")
+    return run
+
+
+def records_from_summary(
+    summary: Mapping[str, Any], runs_dir: Path | None = None, key: str = "accuracy"
+) -> list[RunRecord]:
+    """The runs of a toy benchmark summary (``summary.json``), with their run logs when ``runs_dir`` holds them.
+
+    Args:
+        summary: the summary (its ``runs`` records: ``selector``, ``seed``, ``steps``, ``accuracy``).
+        runs_dir: the benchmark's ``runs/`` directory; each run's log is ``<selector>_s<seed>/run``.
+        key: the record's curve to compare (``accuracy``: held-out; ``pool_accuracy``: training pool).
+
+    Raises:
+        LoadError: a record without the curve, or a run log of another seed.
+    """
+    budget = summary.get("profile", {}).get("steps")
+    out = []
+    for rec in summary["runs"]:
+        selector, seed = str(rec["selector"]), int(rec["seed"])
+        if not rec.get(key):
+            raise LoadError(f"benchmark record {selector} seed {seed} has no {key!r} curve")
+        curve = _curve(rec[key])
+        total = int(rec.get("steps") or budget or curve.steps[-1])
+        log = _load_log(runs_dir / f"{selector}_s{seed}" / "run", selector, seed) if runs_dir else None
+        out.append(RunRecord(selector, seed, total, curve, log))
+    return out
+
+
+def load_benchmark(path: str | Path, key: str = "accuracy") -> list[RunRecord]:
+    """The run records of a finished toy benchmark: a directory holding ``summary.json``, or that file.
+
+    Run logs are read from ``runs/`` next to the summary when they exist (the committed results have none).
+
+    Raises:
+        LoadError: no summary there, or as :func:`records_from_summary`.
+    """
+    path = Path(path)
+    summary_file = path / "summary.json" if path.is_dir() else path
+    if not summary_file.is_file():
+        raise LoadError(f"{path}: no toy benchmark summary.json there")
+    summary = json.loads(summary_file.read_text())
+    runs_dir = summary_file.parent / "runs"
+    records = records_from_summary(summary, runs_dir if runs_dir.is_dir() else None, key)
+    logger.info(
+        "%d runs from %s, %d with run logs", len(records), summary_file, sum(r.log is not None for r in records)
+    )
+    return records
+
+
+# -------------------------------------------------------------------------------------------- per-seed numbers
+def slope(curve: Curve) -> float:
+    """Least-squares slope of the curve's values against its steps (NaN with fewer than two points)."""
+    x, y = np.asarray(curve.steps, np.float64), np.asarray(curve.values, np.float64)
+    if x.size < 2:
+        return float("nan")
+    dx = x - x.mean()
+    return float(dx @ (y - y.mean()) / (dx @ dx))
+
+
+def mean_gain(curve: Curve) -> float:
+    """Area under the gain curve (value minus the first evaluation's) over the steps it spans: the mean gain."""
+    x, y = np.asarray(curve.steps, np.float64), np.asarray(curve.values, np.float64)
+    if x.size < 2:
+        return float("nan")
+    gain = y - y[0]
+    return float(np.sum(np.diff(x) * (gain[1:] + gain[:-1]) / 2) / (x[-1] - x[0]))
+
+
+def final_gain(curve: Curve) -> float:
+    """The last evaluation's value minus the first's."""
+    return float(curve.values[-1] - curve.values[0]) if len(curve.values) else float("nan")
+
+
+@dataclass
+class _Value:
+    """One seed's value of a statistic, why it is undefined (``value`` NaN), and the two sides it compares."""
+
+    value: float
+    reason: str | None = None
+    parts: tuple[float, float] | None = None  # (selector, baseline)
+
+
+def _undefined(reason: str, parts: tuple[float, float] | None = None) -> _Value:
+    return _Value(float("nan"), reason, parts)
+
+
+def _ttb(sel: RunRecord, base: RunRecord, fraction: float) -> _Value:
+    acc, bacc = sel.accuracy, base.accuracy
+    horizon = core.budget_horizon(fraction, base.total_steps)
+    target = core.best_within(bacc.steps, bacc.values, horizon)
+    if not np.isfinite(target):
+        return _undefined("baseline not evaluated in the horizon")
+    value = core.ttb(acc.steps, acc.values, bacc.steps, bacc.values, fraction, base.total_steps)
+    if np.isnan(value):
+        return _undefined("never reached")
+    if np.isinf(value):
+        # core.ttb's convention: the baseline's best was its start and the selector needed training to match it
+        return _undefined("∞: baseline's best at step 0")
+    return _Value(value)
+
+
+def _bsf(sel: RunRecord, base: RunRecord, fraction: float) -> _Value:
+    acc, bacc = sel.accuracy, base.accuracy
+    value = core.bsf(acc.steps, acc.values, bacc.steps, bacc.values, fraction, base.total_steps)
+    return _Value(value) if np.isfinite(value) else _undefined("baseline best 0 or not evaluated")
+
+
+def _slope_ratio(sel: RunRecord, base: RunRecord) -> _Value:
+    own, other = slope(sel.accuracy), slope(base.accuracy)
+    parts = (own, other)
+    if not (np.isfinite(own) and np.isfinite(other)):
+        return _undefined("fewer than 2 evaluations", parts)
+    # a non-positive slope makes the quotient change sign or explode: counted, not divided
+    if own <= 0 and other <= 0:
+        return _undefined("both slopes ≤ 0", parts)
+    if own <= 0:
+        return _undefined("selector slope ≤ 0", parts)
+    if other <= 0:
+        return _undefined("baseline slope ≤ 0", parts)
+    return _Value(other / own, None, parts)
+
+
+def _difference(own: float, other: float) -> _Value:
+    if not (np.isfinite(own) and np.isfinite(other)):
+        return _undefined("fewer than 2 evaluations", (own, other))
+    return _Value(own - other, None, (own, other))
+
+
+def _etr(sel: RunRecord, base: RunRecord) -> _Value:
+    if sel.log is None or base.log is None:
+        return _undefined("no run log")
+    try:
+        own, other = float(sel.log.column(ETR_METRIC).mean()), float(base.log.column(ETR_METRIC).mean())
+    except LoadError as exc:
+        logger.info("ETR not available: %s", exc)
+        return _undefined("ETR not logged")
+    return _difference(own, other)
+
+
+def _cost(sel: RunRecord, base: RunRecord, metric: str) -> _Value:
+    if sel.log is None or base.log is None:
+        return _undefined("no run log")
+    try:
+        cost, bcost = cost_curve(sel.log, metric), cost_curve(base.log, metric)
+    except LoadError as exc:
+        logger.info("%s not available: %s", metric, exc)
+        return _undefined(f"{metric} not logged")
+    acc, bacc = sel.accuracy, base.accuracy
+    value = cost_to_baseline(acc, cost, bacc, bcost, 1.0, base.total_steps)
+    if np.isfinite(value):
+        return _Value(value)
+    target = core.best_within(bacc.steps, bacc.values, base.total_steps)
+    if np.isnan(core.steps_to_reach(acc.steps, acc.values, target)):
+        return _undefined("never reached")
+    return _undefined("baseline's best at step 0")
+
+
+def _per_seed(sel: RunRecord, base: RunRecord) -> dict[str, _Value]:
+    out = {f"ttb{int(f * 100)}": _ttb(sel, base, f) for f in FRACTIONS}
+    out.update({f"bsf{int(f * 100)}": _bsf(sel, base, f) for f in FRACTIONS})
+    out["slope_ratio"] = _slope_ratio(sel, base)
+    out["mean_gain_diff"] = _difference(mean_gain(sel.accuracy), mean_gain(base.accuracy))
+    out["final_gain_diff"] = _difference(final_gain(sel.accuracy), final_gain(base.accuracy))
+    out["etr_diff"] = _etr(sel, base)
+    out["roll100"] = _cost(sel, base, ROLLOUTS_METRIC)
+    out["time100"] = _cost(sel, base, STEP_TIME_METRIC)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------- summaries
+def bootstrap_interval(
+    values: Iterable[float], level: float = 0.95, resamples: int = RESAMPLES, seed: int = RNG_SEED
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of the finite ``values`` (NaN, NaN with fewer than two).
+
+    The values are resampled with replacement ``resamples`` times from ``numpy.random.default_rng(seed)``, so the
+    same input always gives the same interval.
+    """
+    finite = np.asarray([v for v in values if math.isfinite(v)], np.float64)
+    if finite.size < 2:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    means = finite[rng.integers(0, finite.size, size=(resamples, finite.size))].mean(axis=1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+@dataclass
+class PairedStat:
+    """One statistic of one selector against the baseline over the paired seeds.
+
+    Attributes:
+        spec: what it is.
+        values: per paired seed, the value (NaN where undefined).
+        reasons: per seed without a value, why (``never reached``, ``selector slope ≤ 0``, ``no run log``, ...).
+        parts: per seed, the (selector, baseline) numbers compared, where the statistic has them (slopes, gains).
+        t: mean and Student-t interval over the seeds with a value (:class:`bots_verl.core.metrics.Interval`).
+        bootstrap: the percentile bootstrap interval of the same mean.
+    """
+
+    spec: StatSpec
+    values: dict[int, float]
+    reasons: dict[int, str]
+    parts: dict[int, tuple[float, float]]
+    t: core.Interval
+    bootstrap: tuple[float, float]
+
+    @property
+    def available(self) -> bool:
+        """Whether any seed has a value."""
+        return self.t.n > 0
+
+    def undefined_counts(self) -> dict[str, int]:
+        """How many seeds lack a value, by reason."""
+        counts: dict[str, int] = {}
+        for reason in self.reasons.values():
+            counts[reason] = counts.get(reason, 0) + 1
+        return counts
+
+
+@dataclass
+class Comparison:
+    """A selector against the baseline, paired by seed.
+
+    Attributes:
+        unpaired: seeds of the selector or of the baseline without a partner (by selector name); not used.
+    """
+
+    selector: str
+    baseline: str
+    seeds: list[int]
+    stats: dict[str, PairedStat]
+    unpaired: dict[str, list[int]] = field(default_factory=dict)
+    level: float = 0.95
+    resamples: int = RESAMPLES
+    rng_seed: int = RNG_SEED
+
+
+def _index(records: Sequence[RunRecord]) -> dict[tuple[str, int], RunRecord]:
+    out: dict[tuple[str, int], RunRecord] = {}
+    for rec in records:
+        if (rec.selector, rec.seed) in out:
+            raise ValueError(f"two runs of {rec.selector} seed {rec.seed}")
+        out[(rec.selector, rec.seed)] = rec
+    return out
+
+
+def compare(
+    records: Sequence[RunRecord],
+    selector: str,
+    baseline: str = BASELINE,
+    level: float = 0.95,
+    resamples: int = RESAMPLES,
+    rng_seed: int = RNG_SEED,
+) -> Comparison:
+    """Every statistic of :data:`STATISTICS` for ``selector`` against ``baseline``, over the seeds both have.
+
+    Raises:
+        ValueError: no common seed, two runs of one (selector, seed), or a pair with different budgets.
+    """
+    runs = _index(records)
+    own = {seed for sel, seed in runs if sel == selector}
+    other = {seed for sel, seed in runs if sel == baseline}
+    seeds = sorted(own & other)
+    if not seeds:
+        raise ValueError(
+            f"{selector} (seeds {sorted(own)}) and {baseline} (seeds {sorted(other)}) have no seed in common"
+        )
+    unpaired = {name: sorted(s - set(seeds)) for name, s in ((selector, own), (baseline, other)) if s - set(seeds)}
+    if unpaired:
+        logger.warning("%s vs %s: seeds without a partner, not used: %s", selector, baseline, unpaired)
+    per_seed: dict[int, dict[str, _Value]] = {}
+    for seed in seeds:
+        sel, base = runs[(selector, seed)], runs[(baseline, seed)]
+        if sel.total_steps != base.total_steps:
+            raise ValueError(
+                f"seed {seed}: {selector} ran {sel.total_steps} steps, {baseline} {base.total_steps}; "
+                "runs of different budgets cannot be paired"
+            )
+        per_seed[seed] = _per_seed(sel, base)
+    stats = {}
+    for spec in STATISTICS:
+        cells = {seed: per_seed[seed][spec.key] for seed in seeds}
+        values = {seed: c.value for seed, c in cells.items()}
+        column = [values[s] for s in seeds]
+        stats[spec.key] = PairedStat(
+            spec,
+            values,
+            {seed: c.reason for seed, c in cells.items() if c.reason is not None},
+            {seed: c.parts for seed, c in cells.items() if c.parts is not None},
+            core.interval(column, level),
+            bootstrap_interval(column, level, resamples, rng_seed),
+        )
+    return Comparison(selector, baseline, seeds, stats, unpaired, level, resamples, rng_seed)
+
+
+def compare_all(
+    records: Sequence[RunRecord],
+    baseline: str = BASELINE,
+    selectors: Sequence[str] | None = None,
+    level: float = 0.95,
+    resamples: int = RESAMPLES,
+    rng_seed: int = RNG_SEED,
+) -> list[Comparison]:
+    """:func:`compare` for every selector other than the baseline (in the records' order, or ``selectors``').
+
+    Raises:
+        ValueError: no run of the baseline, or as :func:`compare`.
+    """
+    present = list(dict.fromkeys(r.selector for r in records))
+    if baseline not in present:
+        raise ValueError(f"no {baseline!r} runs to pair with; selectors found: {present}")
+    chosen = [s for s in (selectors or present) if s != baseline]
+    return [compare(records, s, baseline, level, resamples, rng_seed) for s in chosen]
+
+
+# ------------------------------------------------------------------------------------------------------ output
+def _num(x: float) -> float | None:
+    """JSON has no NaN or infinity: those become null (the reason is reported next to them)."""
+    return float(x) if math.isfinite(x) else None
+
+
+def _intervals_note(comparisons: Sequence[Comparison]) -> dict[str, str]:
+    c = comparisons[0] if comparisons else Comparison("", BASELINE, [], {})
+    return {
+        "t": f"{c.level:.0%} Student-t interval of the mean over the paired seeds with a value "
+        "(bots_verl.core.metrics.interval)",
+        "bootstrap": f"{c.level:.0%} percentile interval of the mean over {c.resamples} resamples of the paired seeds "
+        f"with a value (with replacement, numpy.random.default_rng({c.rng_seed}))",
+    }
+
+
+def to_dict(comparisons: Sequence[Comparison]) -> dict[str, Any]:
+    """A JSON-able summary: per selector, per statistic, the per-seed values, the mean and both intervals."""
+    out: dict[str, Any] = {
+        "baseline": comparisons[0].baseline if comparisons else BASELINE,
+        "intervals": _intervals_note(comparisons),
+        "comparisons": {},
+    }
+    for comp in comparisons:
+        stats = {}
+        for key, st in comp.stats.items():
+            stats[key] = {
+                "label": st.spec.label,
+                "kind": st.spec.kind,
+                "null": st.spec.null,
+                "better": st.spec.better,
+                "per_seed": {str(s): _num(v) for s, v in st.values.items()},
+                "undefined": {str(s): r for s, r in st.reasons.items()},
+                "parts": {str(s): {"selector": _num(a), "baseline": _num(b)} for s, (a, b) in st.parts.items()},
+                "n": st.t.n,
+                "n_undefined": st.t.n_missing,
+                "mean": _num(st.t.mean),
+                "t": {"lo": _num(st.t.lo), "hi": _num(st.t.hi)},
+                "bootstrap": {"lo": _num(st.bootstrap[0]), "hi": _num(st.bootstrap[1])},
+            }
+        out["comparisons"][comp.selector] = {
+            "seeds": comp.seeds,
+            "unpaired_seeds": comp.unpaired,
+            "statistics": stats,
+        }
+    return out
+
+
+def _fmt(x: float, spec: StatSpec) -> str:
+    if not math.isfinite(x):
+        return "—"
+    return f"{x:+.{spec.digits}f}" if spec.kind == "difference" else f"{x:.{spec.digits}f}"
+
+
+def _fmt_pair(lo: float, hi: float, spec: StatSpec) -> str:
+    return f"[{_fmt(lo, spec)}, {_fmt(hi, spec)}]" if math.isfinite(lo) and math.isfinite(hi) else "—"
+
+
+def _fmt_undefined(st: PairedStat) -> str:
+    return ", ".join(f"{k} {reason}" for reason, k in st.undefined_counts().items())
+
+
+def _overview_cell(st: PairedStat) -> str:
+    if not st.available:
+        return "n/a (" + _fmt_undefined(st) + ")" if st.reasons else "n/a"
+    text = _fmt(st.t.mean, st.spec)
+    if math.isfinite(st.t.lo):  # one seed has a mean but no interval
+        text += " " + _fmt_pair(st.t.lo, st.t.hi, st.spec)
+    return text + (f" ({st.t.n_missing}/{st.t.n + st.t.n_missing} —)" if st.t.n_missing else "")
+
+
+def to_markdown(comparisons: Sequence[Comparison], overview_keys: Sequence[str] = OVERVIEW_KEYS) -> str:
+    """An overview table (mean [t interval] per selector) and one detailed table per selector, in markdown.
+
+    Columns of the overview that need run logs are left out when no selector has a value there (the detailed
+    tables still list them, marked ``no run log``).
+    """
+    if not comparisons:
+        return "No selector to compare.\n"
+    baseline = comparisons[0].baseline
+    level = f"{comparisons[0].level:.0%}"
+    notes = _intervals_note(comparisons)
+    keys = [k for k in overview_keys if not _SPECS[k].needs_log or any(c.stats[k].available for c in comparisons)]
+    caption = [
+        f"Paired by seed against {baseline} (same seed = same start, data order and sampling); mean [{level} t "
+        f"interval] over the paired seeds. Ratios: 1 = no difference; differences (Δ, selector − {baseline}, in "
+        "accuracy): 0 = no difference. (k/n —) = k of n seeds have no value (never reached the target, a "
+        "non-positive slope, no run log); the detailed tables say why. n/a = no seed has a value.",
+        f"Intervals: t = {notes['t']}; bootstrap = {notes['bootstrap']}. With few seeds the t interval is wide and "
+        "the bootstrap interval too narrow (it never leaves the range of the per-seed values): read both.",
+    ]
+    dropped = [_SPECS[k].label for k in overview_keys if k not in keys]
+    if dropped:
+        caption.append(f"Not available without run logs: {', '.join(dropped)}.")
+    overview = render.Grid(
+        f"Paired statistics against {baseline}",
+        ["selector", "seeds", *(_SPECS[k].label for k in keys)],
+        [[c.selector, str(len(c.seeds)), *(_overview_cell(c.stats[k]) for k in keys)] for c in comparisons],
+        caption,
+    )
+    parts = [render.to_markdown(overview)]
+    for comp in comparisons:
+        rows = []
+        for st in comp.stats.values():
+            rows.append(
+                [
+                    st.spec.label,
+                    f"{st.spec.null:g}",
+                    ", ".join(_fmt(st.values[s], st.spec) for s in comp.seeds),
+                    _fmt(st.t.mean, st.spec),
+                    _fmt_pair(st.t.lo, st.t.hi, st.spec),
+                    _fmt_pair(*st.bootstrap, st.spec),
+                    _fmt_undefined(st),
+                ]
+            )
+        caption = []
+        if comp.unpaired:
+            caption.append(
+                "Not paired (no partner seed): " + "; ".join(f"{k} seeds {v}" for k, v in comp.unpaired.items()) + "."
+            )
+        seeds = ", ".join(map(str, comp.seeds))
+        grid = render.Grid(
+            f"{comp.selector} vs {baseline}, seeds {seeds}",
+            [
+                "statistic",
+                "null",
+                f"per seed ({seeds})",
+                "mean",
+                f"{level} t",
+                f"{level} bootstrap",
+                "seeds without a value",
+            ],
+            rows,
+            caption,
+        )
+        parts.append(render.to_markdown(grid))
+    definitions = (
+        "TTB(x): steps to the baseline's best within x of the budget over the baseline's own steps to it; BSF(x): "
+        "best within x over the baseline's best within x; slope ratio: least-squares slope of accuracy vs step, "
+        "baseline over selector (< 1: the selector learns faster; undefined if a slope is ≤ 0); mean gain Δ: area "
+        "under (accuracy − accuracy at step 0) over the evaluated steps, divided by the steps spanned; final gain Δ: "
+        "gain at the last evaluation; ETR Δ: mean per-step effective task ratio; Roll/Time(100%): rollouts / "
+        "seconds to the baseline's best within the budget over what the baseline spent to reach it (ETR, Roll and "
+        "Time need the run logs)."
+    )
+    return "\n".join(parts) + "\n" + definitions + "\n"
+
+
+def paired_figure(comparisons: Sequence[Comparison], keys: Sequence[str] = FIGURE_KEYS) -> Any:
+    """One panel per statistic: each seed's paired value (a point per seed), the mean with its t interval (black) and
+    bootstrap interval (grey, thick), and a dashed line at the null value; returns a matplotlib ``Figure``.
+
+    Seeds without a value are counted under the selector's name (``k —``).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(3.3 * len(keys), 3.6))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(keys), squeeze=False)[0]
+    all_seeds = sorted({s for c in comparisons for s in c.seeds})
+    colours = {s: f"C{i % 10}" for i, s in enumerate(all_seeds)}
+    for ax, key in zip(axes, keys, strict=True):
+        spec = _SPECS[key]
+        ax.axhline(spec.null, ls="--", lw=1, color="0.5")
+        for i, comp in enumerate(comparisons):
+            st = comp.stats[key]
+            n = max(len(comp.seeds), 1)
+            for j, seed in enumerate(comp.seeds):
+                value = st.values[seed]
+                if math.isfinite(value):
+                    x = i - 0.25 + 0.2 * j / max(n - 1, 1)
+                    ax.plot(x, value, "o", ms=4, color=colours[seed], label=f"seed {seed}")
+            if math.isfinite(st.bootstrap[0]):
+                ax.plot(
+                    [i + 0.22] * 2,
+                    st.bootstrap,
+                    lw=4,
+                    color="0.65",
+                    solid_capstyle="butt",
+                    label=f"bootstrap {comp.level:.0%}",
+                )
+            if math.isfinite(st.t.mean):
+                yerr = None
+                if math.isfinite(st.t.lo):
+                    yerr = [[st.t.mean - st.t.lo], [st.t.hi - st.t.mean]]
+                ax.errorbar(
+                    i + 0.1,
+                    st.t.mean,
+                    yerr=yerr,
+                    fmt="D",
+                    ms=4,
+                    color="k",
+                    capsize=3,
+                    label=f"mean, t {comp.level:.0%}",
+                )
+            if st.reasons:
+                ax.annotate(
+                    f"{len(st.reasons)} no value",
+                    (i, 0),
+                    xycoords=("data", "axes fraction"),
+                    xytext=(0, 2),
+                    textcoords="offset points",
+                    ha="center",
+                    fontsize=7,
+                    color="C3",
+                )
+        ax.set_xticks(range(len(comparisons)))
+        ax.set_xticklabels([c.selector for c in comparisons], rotation=30, ha="right", fontsize=8)
+        ax.set_xlim(-0.6, len(comparisons) - 0.4)
+        ax.set_title(spec.label, fontsize=9)
+        ax.grid(alpha=0.3, axis="y")
+    handles, labels = axes[0].get_legend_handles_labels()
+    unique = dict(zip(labels, handles, strict=True))
+    baseline = comparisons[0].baseline if comparisons else BASELINE
+    fig.legend(unique.values(), unique.keys(), loc="upper right", fontsize=7, ncol=len(unique))
+    fig.suptitle(f"paired against {baseline}, per seed", fontsize=10, x=0.02, ha="left")
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    return fig
+
+
+def save_figure(comparisons: Sequence[Comparison], path: str | Path, keys: Sequence[str] = FIGURE_KEYS) -> Path:
+    """Draw :func:`paired_figure` into ``path`` (PNG; parent directories are created)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    paired_figure(comparisons, keys).savefig(path, dpi=150)
+    return path
+
+
+# --------------------------------------------------------------------------------------------------------- CLI
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line interface of ``python -m analysis.paired``."""
+    p = argparse.ArgumentParser(prog="python -m analysis.paired", description=__doc__.split("\n\n")[0])
+    p.add_argument("path", type=Path, help="a toy benchmark directory (summary.json, runs/) or its summary.json")
+    p.add_argument("--baseline", default=BASELINE, help="the selector every other is paired with")
+    p.add_argument("--selectors", nargs="+", help="only these selectors (default: every one in the summary)")
+    p.add_argument(
+        "--curve",
+        default="accuracy",
+        choices=["accuracy", "pool_accuracy"],
+        help="the records' curve: held-out accuracy (default) or the training pool's",
+    )
+    p.add_argument("--out", type=Path, help="write paired.md, paired.json and figures/toy_paired.png here")
+    p.add_argument("--level", type=float, default=0.95)
+    p.add_argument("--resamples", type=int, default=RESAMPLES, help="bootstrap resamples")
+    p.add_argument("--rng-seed", type=int, default=RNG_SEED, help="the bootstrap's generator seed")
+    p.add_argument("-v", "--verbose", action="store_true")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; prints the markdown; returns the exit status (2 with a one-line message on bad input)."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        records = load_benchmark(args.path, args.curve)
+        comparisons = compare_all(records, args.baseline, args.selectors, args.level, args.resamples, args.rng_seed)
+    except (LoadError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    text = to_markdown(comparisons)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "paired.md").write_text(text)
+        (args.out / "paired.json").write_text(json.dumps(to_dict(comparisons), indent=1, ensure_ascii=False) + "\n")
+        figure = save_figure(comparisons, args.out / "figures" / f"{DOMAIN}_paired.png")
+        logger.info("wrote %s, %s and %s", args.out / "paired.md", args.out / "paired.json", figure)
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

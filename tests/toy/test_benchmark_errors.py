@@ -1,0 +1,101 @@
+"""The toy benchmark without training: a failed run is reported at once, by name, with its log's tail, on stderr;
+the paired statistics are wired into the summary. The training command is replaced by ``python -c``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from bots_verl.toy import benchmark
+
+RESULTS = Path(__file__).resolve().parents[2] / "recipes" / "toy" / "results"
+
+
+def _fake_manifest(root: Path) -> dict:
+    """Just what ``run_benchmark`` reads before training: two one-prompt parquet files and the artifact paths."""
+    root.mkdir(parents=True, exist_ok=True)
+    for name in ("train", "val"):
+        pq.write_table(pa.table({"prompt": [[{"role": "user", "content": "12+34"}]]}), root / f"{name}.parquet")
+    return {
+        "artifacts": {
+            "train_files": str(root / "train.parquet"),
+            "val_files": str(root / "val.parquet"),
+            "policy_models": {"0": str(root / "policy")},
+            "reference_columns": ["weak", "strong"],
+            "task_id_field": "task_id",
+            "max_response_length": 8,
+        },
+        "data": {"heldout_tasks": 1},
+    }
+
+
+def test_a_failed_run_is_reported_at_once_with_its_name_and_log_tail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = _fake_manifest(tmp_path / "data")
+    monkeypatch.setattr("bots_verl.toy.prepare.prepare", lambda *args, **kwargs: manifest)
+    monkeypatch.setattr(signal, "signal", lambda *args: None)  # main's SIGTERM handler would outlive the test
+    real_popen = subprocess.Popen
+
+    def popen(cmd: list[str], **kwargs: object) -> subprocess.Popen:
+        # bots fails at once; random, planned first, would train for two minutes
+        fails = "bots.selector=bots" in cmd
+        code = "import sys; print('boom'); sys.exit(3)" if fails else "import time; time.sleep(120)"
+        return real_popen([sys.executable, "-c", code], **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    start = time.monotonic()
+    status = benchmark.main(["--profile", "ci", "--selectors", "random", "bots", "--jobs", "2", "--out", str(tmp_path)])
+    elapsed = time.monotonic() - start
+    err = capsys.readouterr().err
+    assert status == 1
+    assert "bots_s0: training exited with 3" in err and "boom" in err
+    assert str(tmp_path / "runs" / "bots_s0" / "train.log") in err
+    # not after the run planned before it: that one was stopped (a rerun resumes it)
+    assert elapsed < 60, f"the failure was reported after {elapsed:.0f} s"
+
+
+def test_other_failures_get_the_run_name_and_log_tail(tmp_path: Path) -> None:
+    run_dir = tmp_path / "runs" / "mopps_s2"
+    run_dir.mkdir(parents=True)
+    (run_dir / "train.log").write_text("step 1\nTraceback: the last line\n")
+    error = benchmark._run_failure(run_dir, KeyError("val-core"))
+    assert isinstance(error, RuntimeError)
+    text = str(error)
+    assert text.startswith("mopps_s2: KeyError: 'val-core'") and text.endswith("the last line\n")
+    timeout = benchmark._run_failure(run_dir, RuntimeError("mopps_s2: training timed out after 9 s (x)"))
+    assert str(timeout).startswith("mopps_s2: training timed out") and "the last line" in str(timeout)
+    exited = RuntimeError("mopps_s2: training exited with 1 (log):\nits tail")
+    assert benchmark._run_failure(run_dir, exited) is exited
+
+
+def test_paired_statistics_join_the_summary(tmp_path: Path) -> None:
+    shutil.copy(RESULTS / "summary.json", tmp_path / "summary.json")
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    tables = {"main": "MAIN", "pool": "POOL", "overhead": "OVERHEAD"}
+    benchmark._add_paired(tmp_path, summary, tables)
+    assert summary["paired"]["baseline"] == "random"
+    assert set(summary["paired"]["comparisons"]) == {r["selector"] for r in summary["runs"]} - {"random"}
+    assert json.loads((tmp_path / "summary.json").read_text())["paired"] == summary["paired"]
+    assert (tmp_path / "figures" / "toy_paired.png").stat().st_size > 0
+    text = benchmark._summary_markdown(summary, tables, {"data": {"heldout_tasks": 600}}, tmp_path / "data")
+    section = text.split("## Paired against random, seed by seed")[1]
+    assert "| bots |" in section and section.index("| bots |") < section.index("## Selection overhead")
+    assert "figures/toy_paired.png" in text
+
+
+def test_no_paired_statistics_without_random(tmp_path: Path) -> None:
+    summary = json.loads((RESULTS / "summary.json").read_text())
+    summary["runs"] = [r for r in summary["runs"] if r["selector"] != "random"]
+    tables: dict[str, str] = {}
+    benchmark._add_paired(tmp_path, summary, tables)
+    assert "paired" not in summary and not tables and not (tmp_path / "paired.json").exists()

@@ -1,0 +1,246 @@
+"""Paired statistics (``analysis.paired``) on synthetic benchmark records with known answers, and on the committed
+toy results (``recipes/toy/results/summary.json``: 3 seeds, 24 steps, no run logs)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analysis import paired
+from analysis.loader import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC, LoadError
+from analysis.metrics import Curve
+from bots_verl.runlog import RunWriter
+
+RESULTS = Path(__file__).resolve().parents[2] / "recipes" / "toy" / "results"
+STEPS = 24
+EVERY = 2
+START = 0.25
+# dyadic slopes, so that "twice the slope reaches the baseline's final accuracy at half the steps" holds exactly
+SLOPES = {0: 4 / 4096, 1: 6 / 4096, 2: 3 / 4096}
+
+
+def _linear(slope: float, steps: int = STEPS, every: int = EVERY) -> dict[str, float]:
+    return {str(s): START + slope * s for s in range(0, steps + 1, every)}
+
+
+def _record(selector: str, seed: int, curve: dict[str, float], steps: int = STEPS) -> dict:
+    return {"selector": selector, "seed": seed, "steps": steps, "accuracy": curve}
+
+
+def _summary(runs: list[dict]) -> dict:
+    return {"profile": {"steps": STEPS}, "runs": runs}
+
+
+def _doubling() -> list[paired.RunRecord]:
+    """``random`` at slope a, ``fast`` at 2a and ``flat`` at 0 (it never reaches random's best), per seed."""
+    runs = []
+    for seed, a in SLOPES.items():
+        runs += [_record("random", seed, _linear(a)), _record("fast", seed, _linear(2 * a))]
+        runs.append(_record("flat", seed, _linear(0.0)))
+    return paired.records_from_summary(_summary(runs))
+
+
+def test_twice_the_slope_halves_the_ratio_and_ttb() -> None:
+    comp = paired.compare(_doubling(), "fast")
+    assert comp.seeds == sorted(SLOPES) and not comp.unpaired
+    st = comp.stats
+    for seed, a in SLOPES.items():
+        assert st["slope_ratio"].values[seed] == pytest.approx(0.5)
+        assert st["slope_ratio"].parts[seed] == pytest.approx((2 * a, a))
+        # linear gains: the mean gain over [0, T] is slope * T / 2, the final gain slope * T
+        assert st["mean_gain_diff"].values[seed] == pytest.approx((2 * a - a) * STEPS / 2)
+        assert st["final_gain_diff"].values[seed] == pytest.approx((2 * a - a) * STEPS)
+        # random's best within x of the budget is at x*T; twice the slope reaches it at x*T/2
+        assert st["ttb100"].values[seed] == pytest.approx(0.5)
+        assert st["ttb50"].values[seed] == pytest.approx(0.5)
+        assert st["bsf100"].values[seed] == pytest.approx((START + 2 * a * STEPS) / (START + a * STEPS))
+    assert st["slope_ratio"].t.mean == pytest.approx(0.5)
+    diffs = [a * STEPS for a in SLOPES.values()]
+    assert st["final_gain_diff"].t.mean == pytest.approx(np.mean(diffs))
+    # the t interval is the core one over the per-seed values; the bootstrap's stays within their range
+    lo, hi = st["final_gain_diff"].bootstrap
+    assert st["final_gain_diff"].t.lo < lo <= st["final_gain_diff"].t.mean <= hi < st["final_gain_diff"].t.hi
+    assert min(diffs) <= lo and hi <= max(diffs)
+    # without run logs the log-based statistics are marked, for every seed
+    for key in ("etr_diff", "roll100", "time100"):
+        assert not st[key].available and st[key].undefined_counts() == {"no run log": len(SLOPES)}
+
+
+def test_the_baseline_against_itself_is_the_null() -> None:
+    records = _doubling()
+    same = [paired.RunRecord("copy", r.seed, r.total_steps, r.accuracy) for r in records if r.selector == "random"]
+    comp = paired.compare(records + same, "copy")
+    for key in ("ttb25", "ttb50", "ttb100", "bsf100", "slope_ratio"):
+        assert comp.stats[key].t.mean == pytest.approx(1.0), key
+    for key in ("mean_gain_diff", "final_gain_diff"):
+        assert comp.stats[key].t.mean == pytest.approx(0.0), key
+
+
+def test_never_reached_and_non_positive_slopes_are_counted_not_dropped() -> None:
+    comp = paired.compare(_doubling(), "flat")
+    ttb = comp.stats["ttb100"]
+    assert ttb.t.n == 0 and ttb.t.n_missing == len(SLOPES)
+    assert set(ttb.reasons.values()) == {"never reached"}
+    slope = comp.stats["slope_ratio"]
+    assert slope.undefined_counts() == {"selector slope ≤ 0": len(SLOPES)}
+    assert all(slope.parts[s][0] == pytest.approx(0.0) for s in SLOPES)  # the slopes are still reported
+    assert all(math.isnan(v) for v in slope.values.values())
+    # the differences stay defined: flat gains nothing
+    assert comp.stats["final_gain_diff"].t.mean == pytest.approx(-np.mean([a * STEPS for a in SLOPES.values()]))
+    md = paired.to_markdown([comp])
+    assert f"{len(SLOPES)} never reached" in md and f"{len(SLOPES)} selector slope ≤ 0" in md
+    out = paired.to_dict([comp])["comparisons"]["flat"]["statistics"]["ttb100"]
+    assert out["mean"] is None and out["n_undefined"] == len(SLOPES)
+    assert set(out["undefined"].values()) == {"never reached"}
+    json.dumps(out, allow_nan=False)
+
+
+def test_one_unreached_seed_is_shown_in_the_overview() -> None:
+    runs = [_record("random", s, _linear(a)) for s, a in SLOPES.items()]
+    runs += [_record("bots", s, _linear(2 * a if s else 0.0)) for s, a in SLOPES.items()]
+    (comp,) = paired.compare_all(paired.records_from_summary(_summary(runs)))
+    ttb = comp.stats["ttb100"]
+    assert ttb.reasons == {0: "never reached"} and ttb.t.n == len(SLOPES) - 1
+    assert ttb.t.mean == pytest.approx(0.5)
+    assert f"(1/{len(SLOPES)} —)" in paired.to_markdown([comp]).split("\n\n")[1]
+
+
+def test_only_seeds_both_have_are_paired() -> None:
+    runs = [_record("random", s, _linear(SLOPES[s])) for s in (0, 1)] + [_record("random", 3, _linear(1 / 1024))]
+    runs += [_record("bots", s, _linear(2 * SLOPES[s])) for s in (0, 1, 2)]
+    records = paired.records_from_summary(_summary(runs))
+    comp = paired.compare(records, "bots")
+    assert comp.seeds == [0, 1]
+    assert comp.unpaired == {"bots": [2], "random": [3]}
+    assert set(comp.stats["slope_ratio"].values) == {0, 1} and comp.stats["slope_ratio"].t.n == 2
+    assert "bots seeds [2]; random seeds [3]" in paired.to_markdown([comp])
+    with pytest.raises(ValueError, match="no seed in common"):
+        paired.compare([r for r in records if r.seed != 0 and r.seed != 1], "bots")
+    with pytest.raises(ValueError, match="no 'uniform' runs"):
+        paired.compare_all(records, baseline="uniform")
+
+
+def test_pairs_must_share_the_budget() -> None:
+    runs = [_record("random", 0, _linear(1 / 1024)), _record("bots", 0, _linear(1 / 512, steps=12), steps=12)]
+    with pytest.raises(ValueError, match="different budgets"):
+        paired.compare(paired.records_from_summary(_summary(runs)), "bots")
+
+
+def test_curve_helpers_on_uneven_steps() -> None:
+    curve = Curve(np.array([0.0, 1.0, 4.0]), np.array([0.2, 0.3, 0.3]))
+    # gain (0, 0.1, 0.1): trapezoids 0.05 over [0, 1] and 0.3 over [1, 4], over the 4 steps spanned
+    assert paired.mean_gain(curve) == pytest.approx((0.05 + 0.3) / 4)
+    assert paired.final_gain(curve) == pytest.approx(0.1)
+    assert paired.slope(curve) == pytest.approx(np.polyfit(curve.steps, curve.values, 1)[0])
+    assert math.isnan(paired.slope(Curve(np.array([0.0]), np.array([0.2]))))
+
+
+def test_bootstrap_is_deterministic() -> None:
+    values = [0.3, 0.9, 0.5, 0.7]
+    first = paired.bootstrap_interval(values)
+    assert paired.bootstrap_interval(values) == first
+    assert min(values) <= first[0] < np.mean(values) < first[1] <= max(values)
+    assert paired.bootstrap_interval(values, seed=1) != first
+    assert paired.bootstrap_interval([*values, float("nan")]) == first  # undefined seeds are not resampled
+    assert all(math.isnan(x) for x in paired.bootstrap_interval([0.4, float("nan")]))
+    a = paired.to_dict(paired.compare_all(_doubling()))
+    b = paired.to_dict(paired.compare_all(_doubling()))
+    assert a == b
+
+
+def _write_log(root: Path, selector: str, seed: int, curve: dict[str, float], rollouts: float, etr: float) -> None:
+    with RunWriter(
+        root / "runs" / f"{selector}_s{seed}" / "run",
+        run_id=f"toy_{selector}_s{seed}",
+        domain="toy",
+        method=selector,
+        seed=seed,
+        total_steps=STEPS,
+    ) as writer:
+        for step in range(1, STEPS + 1):
+            writer.log(step, {ROLLOUTS_METRIC: rollouts, ETR_METRIC: etr, STEP_TIME_METRIC: rollouts / 64})
+        for step, acc in curve.items():
+            writer.log(int(step), {"val-core/toy__arith/acc/exact": acc})
+
+
+def test_run_log_statistics_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = []
+    for seed, a in SLOPES.items():
+        for selector, slope, rollouts, etr in (("random", a, 128.0, 0.25), ("bots", 2 * a, 192.0, 0.5)):
+            runs.append(_record(selector, seed, _linear(slope)))
+            _write_log(tmp_path, selector, seed, runs[-1]["accuracy"], rollouts, etr)
+    (tmp_path / "summary.json").write_text(json.dumps(_summary(runs)))
+    records = paired.load_benchmark(tmp_path)
+    assert all(r.log is not None for r in records)
+    (comp,) = paired.compare_all(records)
+    for seed in SLOPES:
+        assert comp.stats["etr_diff"].values[seed] == pytest.approx(0.5 - 0.25)
+        # bots reaches random's final accuracy at T/2 spending 192 a step, random at T spending 128 a step
+        assert comp.stats["roll100"].values[seed] == pytest.approx((192 * STEPS / 2) / (128 * STEPS))
+        assert comp.stats["time100"].values[seed] == pytest.approx((192 * STEPS / 2) / (128 * STEPS))
+
+    assert paired.main([str(tmp_path / "summary.json"), "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    assert printed == (tmp_path / "out" / "paired.md").read_text()
+    overview = printed.split("\n\n")[1]
+    assert "ETR Δ↑" in overview and "Time(100%)↓" in overview  # the log-based columns, now that logs exist
+    data = json.loads((tmp_path / "out" / "paired.json").read_text())
+    assert data["comparisons"]["bots"]["statistics"]["roll100"]["mean"] == pytest.approx(0.75)
+    assert (tmp_path / "out" / "figures" / "toy_paired.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # a run log of another seed than its record is an error, not a silent mismatch
+    meta = tmp_path / "runs" / "bots_s1" / "run" / "meta.json"
+    meta.write_text(meta.read_text().replace('"seed": 1', '"seed": 7'))
+    with pytest.raises(LoadError, match="seed 7"):
+        paired.load_benchmark(tmp_path)
+
+
+def test_one_seed_has_means_without_intervals(tmp_path: Path) -> None:
+    records = [r for r in _doubling() if r.seed == 0]
+    (fast, flat) = paired.compare_all(records)
+    st = fast.stats["slope_ratio"]
+    assert st.t.n == 1 and st.t.mean == pytest.approx(0.5)
+    assert math.isnan(st.t.lo) and all(math.isnan(x) for x in st.bootstrap)
+    row = next(line for line in paired.to_markdown([fast, flat]).splitlines() if line.startswith("| fast |"))
+    assert "| 0.50 |" in row and "[" not in row  # a mean, no interval
+    assert paired.save_figure([fast, flat], tmp_path / "one.png").stat().st_size > 0
+
+
+def test_figure_is_a_png(tmp_path: Path) -> None:
+    comparisons = paired.compare_all(_doubling())
+    path = paired.save_figure(comparisons, tmp_path / "figs" / "paired.png")
+    from matplotlib.image import imread
+
+    image = imread(path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert image.ndim == 3 and image.shape[1] > image.shape[0] > 100  # one wide row of panels
+    fig = paired.paired_figure(comparisons)
+    assert [ax.get_title() for ax in fig.axes] == [paired._SPECS[k].label for k in paired.FIGURE_KEYS]
+
+
+def test_committed_results_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert paired.main([str(RESULTS / "summary.json"), "--out", str(tmp_path)]) == 0
+    table = capsys.readouterr().out
+    assert "| bots |" in table
+    bots = json.loads((tmp_path / "paired.json").read_text())["comparisons"]["bots"]
+    assert bots["seeds"] == [0, 1, 2]
+    for key in ("ttb100", "bsf100", "slope_ratio", "mean_gain_diff", "final_gain_diff"):
+        st = bots["statistics"][key]
+        assert st["n"] == 3, key
+        assert all(math.isfinite(x) for x in (st["mean"], st["t"]["lo"], st["t"]["hi"], *st["bootstrap"].values()))
+    for key in ("etr_diff", "roll100", "time100"):  # the committed results carry no run logs
+        assert bots["statistics"][key]["mean"] is None
+        assert set(bots["statistics"][key]["undefined"].values()) == {"no run log"}
+    assert (tmp_path / "figures" / "toy_paired.png").stat().st_size > 0
+
+
+def test_cli_reports_a_missing_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bots_verl.toy.paired import main as toy_main  # the same CLI under the toy package's name
+
+    for cli in (paired.main, toy_main):
+        assert cli([str(tmp_path)]) == 2
+        assert "no toy benchmark summary.json" in capsys.readouterr().err
