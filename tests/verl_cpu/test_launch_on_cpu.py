@@ -34,6 +34,9 @@ def test_cpu_settings_fill_in_what_the_command_line_did_not_set():
     assert config.actor_rollout_ref.rollout.name == "hf"
     actor = config.actor_rollout_ref.actor
     assert actor.strategy == "fsdp2" and actor.fsdp_config.dtype == "float32" and not actor.use_torch_compile
+    # verl's FSDP engine computes in mixed_precision.param_dtype (bfloat16 when unset), not in fsdp_config.dtype
+    for role in ("actor", "ref"):
+        assert config.actor_rollout_ref[role].fsdp_config.mixed_precision.param_dtype == "fp32"
     assert config.actor_rollout_ref.model.override_config.attn_implementation == "eager"
     assert config.transfer_queue.backend.SimpleStorage.num_data_storage_units == 1
     assert config.trainer.n_gpus_per_node == 1
