@@ -35,6 +35,7 @@ from typing import Any
 
 from bots_verl import runlog
 from bots_verl.toy.evaluate import EXACT_METRIC, POOL_METRIC, checkpoint_steps, evaluate_checkpoints
+from bots_verl.verl_cpu.hooks import TRAIN_THREADS_ENV
 from bots_verl.verl_cpu.smoke import ENV as TRAINING_ENV
 
 logger = logging.getLogger(__name__)
@@ -62,6 +63,10 @@ class BenchmarkProfile:
     n: int = 8
     #: Adam learning rate (verl's AdamW)
     lr: float = 3e-5
+    #: linear learning-rate warm-up steps (verl's ``optim.lr_warmup_steps``; its first step has learning rate 0)
+    warmup_steps: int = 0
+    #: verl's ``actor.loss_agg_mode``
+    loss_agg_mode: str = "token-mean"
     #: steps between saved (and evaluated) checkpoints
     eval_every: int = 5
     #: training runs at a time
@@ -99,6 +104,8 @@ def training_overrides(
         f"data.seed={seed}",
         f"actor_rollout_ref.model.path={Path(model).resolve()}",
         f"actor_rollout_ref.actor.optim.lr={profile.lr}",
+        f"actor_rollout_ref.actor.optim.lr_warmup_steps={profile.warmup_steps}",
+        f"actor_rollout_ref.actor.loss_agg_mode={profile.loss_agg_mode}",
         # one on-policy update per step, the whole step in one micro-batch
         f"actor_rollout_ref.actor.ppo_mini_batch_size={profile.prompts}",
         f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={rows}",
@@ -158,6 +165,11 @@ def _stop_children() -> None:
             proc.kill()
 
 
+def _threads_per_run(jobs: int) -> int:
+    """Intra-op threads of each run's training worker: the usable cores shared among the runs at a time."""
+    return max(1, len(os.sched_getaffinity(0)) // max(1, jobs))
+
+
 def _median(values: Sequence[float]) -> float:
     ordered = sorted(values)
     mid = len(ordered) // 2
@@ -189,6 +201,7 @@ def _train_one(
     overrides = training_overrides(manifest, profile, selector, seed, run_dir)
     (run_dir / "command.txt").write_text(" ".join(["python -m bots_verl.main", *overrides]) + "\n")
     env = {**os.environ, **{k: os.environ.get(k, v) for k, v in TRAINING_ENV.items()}}
+    env.setdefault(TRAIN_THREADS_ENV, str(_threads_per_run(profile.jobs)))
     start = time.monotonic()
     logger.info(
         "%s: training %d steps%s", run_dir.name, profile.steps, f" from step {resumed_from}" * bool(resumed_from)
@@ -455,6 +468,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts", type=int, help="tasks per step (default: the profile's)")
     parser.add_argument("--n", type=int, help="rollouts per task (default: the profile's)")
     parser.add_argument("--lr", type=float, help="learning rate (default: the profile's)")
+    parser.add_argument("--warmup-steps", type=int, help="learning-rate warm-up steps (default: the profile's)")
+    parser.add_argument("--loss-agg-mode", help="verl's actor.loss_agg_mode (default: the profile's)")
     parser.add_argument("--eval-every", type=int, help="steps between evaluated checkpoints (default: the profile's)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per training process")
     parser.add_argument("--dry-run", action="store_true", help="check the settings, print the plan, create nothing")
@@ -471,6 +486,8 @@ def main(argv: list[str] | None = None) -> int:
             "seeds": tuple(args.seeds) if args.seeds else None,
             "selectors": tuple(args.selectors) if args.selectors else None,
             "lr": args.lr,
+            "warmup_steps": args.warmup_steps,
+            "loss_agg_mode": args.loss_agg_mode,
             "prompts": args.prompts,
             "n": args.n,
             "eval_every": args.eval_every,
