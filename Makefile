@@ -64,9 +64,10 @@ test: install-test lint typecheck system-deps
 smoke: install-test
 	$(PY) -m bots_verl.verl_cpu.smoke
 
-# The toy benchmark (real GRPO in verl on CPU, 6 selectors x 3 seeds; resumable; runs/toy/summary.md)
+# The toy benchmark headline (real GRPO in verl on CPU: random, bots, implicit_only x 8 seeds x 60 steps; resumable;
+# runs/toy/summary.md). Every selector on the same seeds: python -m bots_verl.toy.benchmark --profile full
 toy: install-test
-	$(PY) -m bots_verl.toy.benchmark --profile full
+	$(PY) -m bots_verl.toy.benchmark --profile headline
 
 # Its reduced version (bots and random, one seed, 6 steps; runs/toy/quick/summary.md)
 toy-quick: install-test

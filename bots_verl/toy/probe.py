@@ -29,7 +29,7 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["main", "probe_name", "run_probe", "run_seed", "warmup_factor"]
+__all__ = ["main", "probe_name", "report", "run_probe", "run_seed", "warmup_factor"]
 
 
 def _problems(path: str | Path) -> list:
@@ -53,7 +53,7 @@ def warmup_factor(step: int, warmup_steps: int) -> float:
 def probe_name(args: argparse.Namespace) -> str:
     """A file-name-safe label of a probe's settings."""
     return (
-        f"p{args.prompts}_n{args.n}_lr{args.lr:g}_wu{args.warmup_steps}_{args.loss_agg_mode}"
+        f"p{args.prompts}_n{args.n}_{args.optimizer}_lr{args.lr:g}_wu{args.warmup_steps}_{args.loss_agg_mode}"
         f"_clip{args.grad_clip:g}_s{args.steps}"
     )
 
@@ -70,12 +70,16 @@ def run_seed(args: argparse.Namespace, seed: int, model_dir: Path, pool: list, h
 
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32, attn_implementation="eager")
-    # verl's actor optimizer: AdamW with its default betas and weight decay, and its constant schedule with a linear
-    # warm-up (whose first step has learning rate 0, as in verl)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.999), weight_decay=0.01)
+    # verl's actor optimizer as verl builds it (torch.optim.<optim.optimizer> with lr, weight decay 0.01 and, for Adam,
+    # its default betas), and its constant schedule with a linear warm-up (whose first step has learning rate 0)
+    if args.optimizer == "AdamW":
+        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.999), weight_decay=0.01)
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, weight_decay=0.01)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_factor(step, args.warmup_steps))
     rng = np.random.default_rng([seed, 7])
     curve = {0: float(np.mean(answer_stats(model, heldout)[0]))}
+    pool_curve = {0: float(np.mean(answer_stats(model, pool)[0]))}
     steps = []
     for step in range(1, args.steps + 1):
         picked = rng.choice(len(pool), size=args.prompts, replace=False)
@@ -118,8 +122,17 @@ def run_seed(args: argparse.Namespace, seed: int, model_dir: Path, pool: list, h
         )  # fmt: skip
         if step % args.eval_every == 0 or step == args.steps:
             curve[step] = float(np.mean(answer_stats(model, heldout)[0]))
-            logger.info("seed %d step %d: held-out %.4f, mixed groups %.2f", seed, step, curve[step], mixed)
-    return {"seed": seed, "accuracy": {str(k): v for k, v in curve.items()}, "steps": steps}
+            pool_curve[step] = float(np.mean(answer_stats(model, pool)[0]))
+            logger.info(
+                "seed %d step %d: held-out %.4f, pool %.4f, mixed groups %.2f",
+                seed, step, curve[step], pool_curve[step], mixed,
+            )  # fmt: skip
+    return {
+        "seed": seed,
+        "accuracy": {str(k): v for k, v in curve.items()},
+        "pool_accuracy": {str(k): v for k, v in pool_curve.items()},
+        "steps": steps,
+    }
 
 
 def run_probe(args: argparse.Namespace) -> dict[str, Any]:
@@ -148,6 +161,30 @@ def run_probe(args: argparse.Namespace) -> dict[str, Any]:
     return record
 
 
+def report(out_dir: str | Path) -> str:
+    """A markdown table of every probe in ``out_dir``: settings, held-out and pool gains with 95% t-intervals."""
+    from bots_verl.core.metrics import interval
+
+    rows = [
+        "| tasks x n | optimizer | lr | warm-up | loss agg. | steps | seeds | held-out gain | pool gain | mixed |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    records = [json.loads(p.read_text()) for p in sorted(Path(out_dir).glob("*.json"))]
+    for rec in sorted(records, key=lambda r: (r["settings"]["prompts"] * r["settings"]["n"], r["settings"]["lr"])):
+        cfg, seeds = rec["settings"], list(rec["seeds"].values())
+        last = str(cfg["steps"])
+        gains = [s["accuracy"][last] - s["accuracy"]["0"] for s in seeds if last in s["accuracy"]]
+        pool = [s["pool_accuracy"][last] - s["pool_accuracy"]["0"] for s in seeds if "pool_accuracy" in s]
+        mixed = [st["mixed"] for s in seeds for st in s["steps"]]
+        rows.append(
+            f"| {cfg['prompts']} x {cfg['n']} | {cfg.get('optimizer', 'AdamW')} | {cfg['lr']:g} | "
+            f"{cfg['warmup_steps']} | {cfg['loss_agg_mode']} | "
+            f"{cfg['steps']} | {len(gains)} | {interval(gains).format(4) if gains else '—'} | "
+            f"{interval(pool).format(4) if pool else '—'} | {np.mean(mixed):.2f} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line; prints the probe's held-out gain per seed and their mean."""
     parser = argparse.ArgumentParser(prog="python -m bots_verl.toy.probe", description=__doc__.split("\n\n")[0])
@@ -158,13 +195,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompts", type=int, default=16, help="tasks per step")
     parser.add_argument("--n", type=int, default=8, help="rollouts per task")
     parser.add_argument("--lr", type=float, default=3e-5)
+    parser.add_argument("--optimizer", choices=("AdamW", "SGD"), default="AdamW", help="verl's actor.optim.optimizer")
     parser.add_argument("--warmup-steps", type=int, default=0, help="linear learning-rate warm-up (verl's)")
     parser.add_argument("--loss-agg-mode", default="token-mean")
     parser.add_argument("--grad-clip", type=float, default=1.0)
     parser.add_argument("--max-tokens", type=int, default=12)
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--report", action="store_true", help="print the table of every probe in --out and exit")
     args = parser.parse_args(argv)
+    if args.report:
+        print(report(args.out), end="")
+        return 0
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     record = run_probe(args)
     for seed, res in record["seeds"].items():
