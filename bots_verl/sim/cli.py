@@ -49,7 +49,8 @@ method specs (--methods entries and --variant values):
 Selectors: every name `python -m bots_verl.core --list` prints (beyond the paper: greso, bots_warm, bots_plus), plus
 the simulator's own: oracle (it sees the true success probabilities) and the bots_plus ablation's bots_ablation and
 bots_plus_ablation.
-Loop keys: dapo, dapo_gen_factor, dapo_max_rounds.
+Loop keys: dapo, dapo_gen_factor, dapo_max_rounds; alloc (uniform, posterior, truth), alloc_floor, alloc_max_factor
+(rollouts per task split by the posterior: bots+alloc=bots:alloc=posterior; see bots_verl/sim/allocation.py).
 
 examples:
   python -m bots_verl.sim --preset demo
