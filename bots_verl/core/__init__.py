@@ -17,9 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 # Importing the modules registers their entries: the paper's selectors and baselines, then what lies beyond the paper
-# (the ``irt`` evidence and ``bots_plus``).
+# (the ``irt`` evidence, ``bots_plus`` and ``greso``).
 from bots_verl.core import baseline_selectors as _baseline_selectors  # noqa: F401
 from bots_verl.core import bots_plus as _bots_plus  # noqa: F401
+from bots_verl.core import greso as _greso  # noqa: F401
 from bots_verl.core import irt_evidence as _irt_evidence  # noqa: F401
 from bots_verl.core.beta_selectors import BetaPosteriorSelector
 from bots_verl.core.evidence import ImplicitEvidence, register_evidence

@@ -1,5 +1,5 @@
 """The BOTS family: Beta posteriors, an implicit-evidence plug-in and a selection rule; ``bots``, ``mopps``,
-``implicit_only``.
+``implicit_only``, and (ours, not the paper's) ``bots_warm``.
 
 One step, as :meth:`BetaPosteriorSelector._update` runs it (paper Sec. 3; plainly in
 :mod:`bots_verl.core.paper_rules`): the plug-in predicts ``p_tilde`` over the pool from the batch's observed rates
@@ -33,7 +33,7 @@ from bots_verl.core.validation import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BOTSSelector", "BetaPosteriorSelector", "ImplicitOnlySelector", "MoPPSSelector"]
+__all__ = ["BOTSSelector", "BOTSWarmSelector", "BetaPosteriorSelector", "ImplicitOnlySelector", "MoPPSSelector"]
 
 
 class BetaPosteriorSelector(Selector):
@@ -48,6 +48,10 @@ class BetaPosteriorSelector(Selector):
             (16 in the paper).
         selection: selection rule name (``thompson``, the paper's; ``greedy``; ``softmax``; any registered one).
         alpha0, beta0: the prior's pseudo-counts (paper: 1, 1).
+        warm_start_weight: ours, not the paper's (0 = the paper): pseudo-counts per task added once before step 1
+            at the reference interpolation's rate at ``warm_start_mu`` (see :class:`BOTSWarmSelector`).
+        warm_start_mu: the policy's guessed position between the first (weak) and last (strong) reference column
+            for the warm start (0: the weak reference).
         plus the evidence plug-in's own hyperparameters (``interpolation``: ``gamma`` = 0.9, ``degenerate_tol``) and
         the selection rule's (``softmax``: ``tau`` = 0.1). ``python -m bots_verl.core --list`` prints them all.
 
@@ -67,6 +71,8 @@ class BetaPosteriorSelector(Selector):
         "selection": "thompson",
         "alpha0": 1.0,
         "beta0": 1.0,
+        "warm_start_weight": 0.0,
+        "warm_start_mu": 0.0,
     }
     RETIRED: ClassVar[dict[str, str]] = moved_to_simulator(("prior", "prior_strength", "prior_column"), "bots_ablation")
     # where the ``selection`` hyperparameter is looked up (the simulator's ablation adds a rule of its own)
@@ -108,9 +114,29 @@ class BetaPosteriorSelector(Selector):
         evidence_cls: type[ImplicitEvidence] = EVIDENCE.lookup(hp["evidence"])
         self.evidence = evidence_cls(self.num_tasks, self.reference, **{k: hp[k] for k in evidence_cls.DEFAULTS})
         self.posterior = BetaPosterior(self.num_tasks, *self._prior())
+        self._warm_start(hp["warm_start_weight"], hp["warm_start_mu"])
         # The tasks of the last select() and the p the rule scored them by; the last update's diagnostics.
         self.last_selection: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0))
         self.last_update_stats: dict[str, float] = {}
+
+    def _warm_start(self, weight: Any, mu0: Any) -> None:
+        """Ours, not the paper's: ``weight`` pseudo-counts at the interpolation at ``mu0`` (paper_rules.warm_start)."""
+        if isinstance(weight, bool) or not (np.isfinite(float(weight)) and 0 <= float(weight) <= MAX_ATTEMPTS):
+            raise ValueError(f"warm_start_weight must be a number in [0, {MAX_ATTEMPTS:g}], got {weight!r}")
+        if isinstance(mu0, bool) or not np.isfinite(float(mu0)):
+            raise ValueError(f"warm_start_mu must be a finite number, got {mu0!r}")
+        weight, mu0 = float(weight), float(mu0)
+        if weight == 0.0:  # the paper's flat start, untouched
+            return
+        if self.reference is None:
+            raise ValueError(f"warm_start_weight={weight:g} needs reference_pass_rates (the warm start's prediction)")
+        weak = self.reference[:, 0]
+        # p0 = clip(weak + mu0 * (strong - weak), 0, 1), in one pool-sized buffer
+        p0 = np.subtract(self.reference[:, -1], weak)
+        p0 *= mu0
+        p0 += weak
+        np.clip(p0, 0.0, 1.0, out=p0)
+        self.posterior.warm_start(p0, weight)
 
     def _prior(self) -> tuple[float | np.ndarray, float | np.ndarray]:
         """``(alpha0, beta0)``: shared scalars here; a subclass may return per-task arrays."""
@@ -241,3 +267,26 @@ class ImplicitOnlySelector(BetaPosteriorSelector):
 
     FIXED: ClassVar[dict[str, Any]] = {"rho": 1.0}
     DEFAULTS: ClassVar[dict[str, Any]] = {**BetaPosteriorSelector.DEFAULTS, **FIXED}
+
+
+@SELECTORS.register("bots_warm")
+class BOTSWarmSelector(BetaPosteriorSelector):
+    """BOTS with a warm start (ours): 16 pseudo-counts per task at the weak reference's rate before step 1.
+
+    The paper's posterior starts flat, so its first batch is random and the first few are nearly so (the cold start;
+    the paper's MoPPS comparison and our simulator show it costs most early in training). Before any batch the best
+    guess of a task's pass rate is the reference interpolation at a guessed position ``warm_start_mu`` (0: the weak
+    reference, the closer one to a small policy), worth ``warm_start_weight`` observations. 16 is what Proposition 2
+    says a never-selected task's implicit evidence is worth in the steady state under the paper's defaults
+    (``rho * m / lam`` with m = 16), so every task starts as confident as the paper's implicit evidence would
+    eventually make it.
+
+    It differs from a reference *prior* (``prior="reference"``, measured and not adopted: the simulator's
+    ``bots_ablation``) in what forgetting does to it: a prior is the target of the forgetting, so a reference that is
+    miscalibrated for the policy keeps pulling every task back forever; the warm start is evidence, so it fades by
+    ``1 - lam`` per step (a third of it is left after 10 steps at ``lam = 0.1``) while the task's own rollouts and the
+    fitted interpolation take over. Everything else is the paper's ``bots``; ``warm_start_weight = 0`` is ``bots``
+    exactly. The rule, written plainly: :func:`bots_verl.core.paper_rules.warm_start`.
+    """
+
+    DEFAULTS: ClassVar[dict[str, Any]] = {**BetaPosteriorSelector.DEFAULTS, "warm_start_weight": 16.0}

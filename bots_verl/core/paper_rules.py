@@ -34,13 +34,39 @@ One training step ``t`` (paper Sec. 3, Fig. 1):
 Paper defaults: ``lam = rho = 0.1``, ``p* = 0.5``, ``gamma = 0.9``, ``alpha0 = beta0 = 1``. Special cases (Sec. 4):
 ``rho = 0`` is MoPPS (explicit evidence only; ``mopps``), ``rho = 1`` the DOTS-like implicit-only ablation
 (``implicit_only``).
+
+**Ours, not the paper's: the warm start** (:func:`warm_start`; hyperparameters ``warm_start_weight``,
+``warm_start_mu``, default 0 = the paper; selector ``bots_warm``). Before step 1 the paper's posterior is the flat
+prior, so the first batch is random (the cold start). The warm start adds, once, ``w0`` implicit pseudo-counts at the
+reference interpolation's predicted rate at a guessed position ``mu0`` (0: the weak reference)::
+
+    p0_k    = clip(w_k + mu0 * (s_k^ref - w_k), 0, 1)
+    alpha_k = alpha0 + w0 * p0_k          beta_k = beta0 + w0 * (1 - p0_k)        (before step 1 only)
+
+Nothing else changes: Eq. 1 forgets toward ``Beta(alpha0, beta0)`` as before, so these pseudo-counts fade like any
+evidence, by ``(1 - lam)`` per step, while the task's own rollouts and the fitted interpolation take over.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["PaperBOTS"]
+__all__ = ["PaperBOTS", "warm_start"]
+
+
+def warm_start(
+    reference: np.ndarray, weight: float, mu0: float = 0.0, alpha0: float = 1.0, beta0: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Ours, not the paper's: the posterior before step 1, ``weight`` pseudo-counts at the interpolation at ``mu0``.
+
+    The first reference column is the weak one and the last the strong one (with one column, ``mu0`` is moot).
+    ``weight = 0`` gives the paper's flat start ``Beta(alpha0, beta0)``.
+    """
+    weak, strong = reference[:, 0], reference[:, -1]
+    p0 = np.clip(weak + mu0 * (strong - weak), 0.0, 1.0)  # the interpolation's prediction, at a guessed mu
+    alpha = alpha0 + weight * p0
+    beta = beta0 + weight * (1 - p0)
+    return alpha, beta
 
 
 class PaperBOTS:
@@ -53,6 +79,7 @@ class PaperBOTS:
         lam, rho, target, gamma, alpha0, beta0: the paper's hyperparameters (defaults above).
         implicit_scale: ``m``; None uses the mean attempts of each update.
         degenerate_tol: batches with ``|mean_B s^ref - mean_B w| <`` this leave ``mu`` unchanged.
+        warm_start_weight, warm_start_mu: ours, not the paper's: start from :func:`warm_start` (0: the paper).
     """
 
     def __init__(
@@ -69,6 +96,8 @@ class PaperBOTS:
         beta0: float = 1.0,
         implicit_scale: float | None = None,
         degenerate_tol: float = 1e-3,
+        warm_start_weight: float = 0.0,
+        warm_start_mu: float = 0.0,
     ) -> None:
         n = len(reference) if reference is not None else num_tasks
         if n is None:
@@ -79,6 +108,10 @@ class PaperBOTS:
         # Every task starts at the prior Beta(alpha0, beta0): the first batch is effectively random (cold start).
         self.alpha = np.full(n, alpha0)
         self.beta = np.full(n, beta0)
+        if warm_start_weight > 0 and reference is not None:  # ours: no cold start
+            self.alpha, self.beta = warm_start(
+                np.asarray(reference, dtype=float), warm_start_weight, warm_start_mu, alpha0, beta0
+            )
         self.mu: float | None = None  # the policy's position between the references; None until a batch sets it
         self.rng = np.random.Generator(np.random.PCG64(seed))
         self.lam, self.rho, self.target, self.gamma = lam, rho, target, gamma

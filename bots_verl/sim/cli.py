@@ -14,7 +14,7 @@ from bots_verl.sim.scenario import PRESETS
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEMO", "build_parser", "main"]
+__all__ = ["DEMO", "PRESETS_CLI", "TOY", "build_parser", "main"]
 
 # The demo: the paper's math comparison plus the oracle ceiling, sized to run in about a minute on 2 CPU cores.
 DEMO: dict[str, Any] = {
@@ -26,18 +26,36 @@ DEMO: dict[str, Any] = {
     "out": "runs/sim-demo",
 }
 
+# Beyond the paper, predicted for the toy testbed (issue 24): its shape (16 tasks x 8 rollouts, 24 steps, the
+# recalibrated learning rate of the `toy` scenario), the paper's methods and ours, and the oracle's ceiling.
+TOY: dict[str, Any] = {
+    "scenario": "toy",
+    "methods": "random,bots,implicit_only,greso,bots_warm,oracle",
+    "seeds": 10,
+    "steps": 24,
+    "batch_size": 16,
+    "rollouts": 8,
+    "out": "runs/sim-toy",
+}
+
+PRESETS_CLI: dict[str, dict[str, Any]] = {"demo": DEMO, "toy": TOY}
+
 EPILOG = """\
 method specs (--methods entries and --variant values):
   bots                             selector "bots" with its defaults, labelled "bots"
   bots_rho0.2=bots:rho=0.2         labelled variant: selector bots with rho = 0.2
   b=bots:lam=0.05,selection=greedy several hyperparameters, comma separated
   random+dapo=random:dapo=true     DAPO dynamic sampling on top of random selection
-Selectors: every name `python -m bots_verl.core --list` prints, plus the simulator's own: oracle (it sees the true
-success probabilities) and the bots_plus ablation's bots_ablation and bots_plus_ablation.
-Loop keys: dapo, dapo_gen_factor, dapo_max_rounds.
+Selectors: every name `python -m bots_verl.core --list` prints (beyond the paper: greso, bots_warm, bots_plus), plus
+the simulator's own: oracle (it sees the true success probabilities) and the bots_plus ablation's bots_ablation and
+bots_plus_ablation.
+Loop keys: dapo, dapo_gen_factor, dapo_max_rounds; alloc (uniform, posterior, truth), alloc_floor, alloc_max_factor
+(rollouts per task split by the posterior: bots+alloc=bots:alloc=posterior; see bots_verl/sim/allocation.py).
 
 examples:
   python -m bots_verl.sim --preset demo
+  python -m bots_verl.sim --preset toy                             # beyond the paper, on the toy testbed's shape
+  python -m bots_verl.sim --preset toy --steps 300 --dapo random,greso
   python -m bots_verl.sim --scenario math --methods bots,random,mopps,implicit_only,offline_easy2hard,oracle \\
       --seeds 5 --steps 300 --out runs/sim-math
   python -m bots_verl.sim --methods bots,random --variant bots_rho0.2=bots:rho=0.2 --variant bots_rho0.5=bots:rho=0.5
@@ -47,7 +65,7 @@ examples:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (every option documented)."""
-    demo = ", ".join(f"{k}={v}" for k, v in DEMO.items())
+    presets = "; ".join(f"{name}: " + ", ".join(f"{k}={v}" for k, v in p.items()) for name, p in PRESETS_CLI.items())
     p = argparse.ArgumentParser(
         prog="python -m bots_verl.sim",
         description="Simulated RL finetuning to compare task selectors (BOTS and baselines) in seconds: a pool of "
@@ -58,8 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--preset",
-        choices=["demo"],
-        help=f"the default comparison of `make demo` ({demo}); other options given explicitly override it",
+        choices=sorted(PRESETS_CLI),
+        help="a ready comparison: demo (the paper's math comparison, `make demo`) or toy (beyond the paper on the toy "
+        f"testbed's shape); options given explicitly override it ({presets})",
     )
     p.add_argument(
         "--scenario",
@@ -95,8 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seed-list", help="explicit comma-separated seeds (instead of --seeds)")
     p.add_argument("--steps", type=int, help="training steps per run (default 300)")
-    p.add_argument("--batch-size", type=int, default=32, help="tasks per step B (default 32, as in the paper's config)")
-    p.add_argument("--rollouts", type=int, default=16, help="rollouts per task n (default 16)")
+    p.add_argument("--batch-size", type=int, help="tasks per step B (default 32, as in the paper's config)")
+    p.add_argument("--rollouts", type=int, help="rollouts per task n (default 16)")
     p.add_argument("--eval-every", type=int, default=1, help="eval interval in steps (default 1; TTB resolution)")
     p.add_argument("--pool-size", type=int, help="override the scenario's training-pool size")
     p.add_argument(
@@ -148,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    defaults: dict[str, Any] = DEMO if args.preset == "demo" else {}
+    defaults: dict[str, Any] = PRESETS_CLI[args.preset] if args.preset else {}
     scenario = args.scenario or defaults.get("scenario", "math")
     try:
         methods = _methods(args, defaults)
@@ -171,8 +190,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             methods,
             seeds,
             args.steps or defaults.get("steps", 300),
-            batch_size=args.batch_size,
-            rollouts_per_task=args.rollouts,
+            batch_size=args.batch_size or defaults.get("batch_size", 32),
+            rollouts_per_task=args.rollouts or defaults.get("rollouts", 16),
             eval_every=args.eval_every,
             baseline=args.baseline,
             scenario_overrides=overrides,

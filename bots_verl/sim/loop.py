@@ -4,6 +4,8 @@ Per step (vectorised numpy over the pool; the only Python loop is over DAPO roun
 
 1. ``observe_truth(p)`` for selectors that want it (the oracle), then ``select(B)``.
 2. ``n`` Bernoulli rollouts per picked task: ``successes ~ Binomial(n, p_k)``.
+   With ``alloc=posterior`` the step's ``B * n`` rollouts are split among the picked tasks by their posteriors
+   instead (:mod:`bots_verl.sim.allocation`), and each group weighs its share of the rollouts in the policy step.
 3. With DAPO dynamic sampling, all-0 / all-1 groups are dropped and more candidate batches are drawn until ``B``
    informative groups are in hand; every rollout generated counts toward the step's cost.
 4. The policy trains on the kept groups (:meth:`Policy.train`); the selector is updated with every group it generated
@@ -23,6 +25,7 @@ import numpy as np
 
 from bots_verl.core import effective_task_ratio
 from bots_verl.runlog import RunWriter
+from bots_verl.sim.allocation import allocate_rollouts
 from bots_verl.sim.methods import MethodSpec
 from bots_verl.sim.policy import Policy
 from bots_verl.sim.selector_registry import make_selector, wants_truth
@@ -31,6 +34,10 @@ from bots_verl.sim.world import World
 logger = logging.getLogger(__name__)
 
 __all__ = ["RunResult", "acc_metric", "run_method", "stream"]
+
+
+# Pseudo-counts of the "posterior" that alloc=truth uses: Beta moments then equal p^n to ~1e-7 for n <= 128.
+_TRUTH_ESS = 1e9
 
 
 def acc_metric(scenario: str) -> str:
@@ -134,6 +141,10 @@ def run_method(
                 "eval_every": eval_every,
             },
         )
+    allocate = spec.alloc != "uniform"
+    if spec.alloc == "posterior" and not (hasattr(selector, "alpha") and hasattr(selector, "beta")):
+        raise ValueError(f"method {spec.label!r}: alloc=posterior needs a Beta selector, not {spec.selector!r}")
+    alloc_cap = max(spec.alloc_floor, round(spec.alloc_max_factor * rollouts_per_task))
     gen_size = min(num_tasks, max(1, round(spec.dapo_gen_factor * batch_size))) if spec.dapo else batch_size
     rounds_max = spec.dapo_max_rounds if spec.dapo else 1
     # the oracle's hook (bots_verl.sim.oracle): the true success probabilities before every select
@@ -144,7 +155,7 @@ def run_method(
         writer.log(0, {metric: eval_acc[0]})
     try:
         for t in range(1, steps + 1):
-            gen_idx, gen_s, gen_p, keep = [], [], [], []
+            gen_idx, gen_s, gen_n, gen_p, keep = [], [], [], [], []
             kept = rounds = 0
             select_s = 0.0
             while kept < batch_size and rounds < rounds_max:
@@ -154,28 +165,41 @@ def run_method(
                 idx = selector.select(gen_size)
                 select_s += time.perf_counter() - t0
                 p = policy.probs_at(idx)
-                s = rng_roll.binomial(rollouts_per_task, p)
-                informative = (s > 0) & (s < rollouts_per_task)
+                if allocate:
+                    if spec.alloc == "posterior":  # the posterior before this step's update, as a trainer has it
+                        a, b = selector.alpha[idx], selector.beta[idx]  # type: ignore[attr-defined]
+                    else:  # the truth, as a posterior of (numerically) infinite confidence: the ceiling
+                        a, b = p * _TRUTH_ESS + 1e-9, (1.0 - p) * _TRUTH_ESS + 1e-9
+                    sizes = allocate_rollouts(a, b, idx.size * rollouts_per_task, floor=spec.alloc_floor, cap=alloc_cap)
+                    s = rng_roll.binomial(sizes, p)
+                else:
+                    sizes = np.full(idx.size, rollouts_per_task, dtype=np.int64)
+                    s = rng_roll.binomial(rollouts_per_task, p)
+                informative = (s > 0) & (s < sizes)
                 # DAPO keeps only informative groups, up to B; without DAPO the whole batch trains.
                 take = np.flatnonzero(informative)[: batch_size - kept] if spec.dapo else np.arange(idx.size)
                 gen_idx.append(idx)
                 gen_s.append(s)
+                gen_n.append(sizes)
                 gen_p.append(p)
-                keep.append((idx[take], s[take]))
+                keep.append((idx[take], s[take], sizes[take]))
                 kept += take.size
                 rounds += 1
             all_idx, all_s = np.concatenate(gen_idx), np.concatenate(gen_s).astype(np.float64)
-            all_n = np.full(all_idx.size, float(rollouts_per_task))
+            all_n = np.concatenate(gen_n).astype(np.float64)
             tr_idx = np.concatenate([k[0] for k in keep])
             tr_s = np.concatenate([k[1] for k in keep]).astype(np.float64)
-            signal = policy.train(tr_idx, tr_s, np.full(tr_idx.size, float(rollouts_per_task)), batch_size)
+            tr_n = np.concatenate([k[2] for k in keep]).astype(np.float64)
+            # a group's share of the loss is its share of the rollouts (verl averages the loss over all rollouts)
+            weights = tr_n / rollouts_per_task if allocate else None
+            signal = policy.train(tr_idx, tr_s, tr_n, batch_size, group_weights=weights)
             u_idx, u_s, u_n = _merge(all_idx, all_s, all_n) if rounds > 1 else (all_idx, all_s, all_n)
             t0 = time.perf_counter()
             selector.update(u_idx, u_s, u_n)
             update_s = time.perf_counter() - t0
             row = {
                 "etr": effective_task_ratio(all_s, all_n),
-                "rollouts": float(all_idx.size * rollouts_per_task),
+                "rollouts": float(all_n.sum()),
                 "select_ms": 1e3 * select_s,
                 "update_ms": 1e3 * update_s,
                 "signal": signal,
@@ -196,6 +220,8 @@ def run_method(
                         "bots/update_ms": row["update_ms"],
                         "sim/train_signal": signal,
                         "sim/trained_groups": float(tr_idx.size),
+                        "sim/group_size_max": float(all_n.max()),
+                        "sim/group_size_min": float(all_n.min()),
                         "sim/dapo_rounds": float(rounds),
                         "sim/batch_true_p_mean": float(np.concatenate(gen_p).mean()),
                         # the last select()'s batch, the tasks of bots/selection/sampled_p_mean (paper Fig. 3)

@@ -1,5 +1,10 @@
 """The summary table: per method, ETR, accuracy, TTB / BSF against the baseline, cost, with 95% intervals over seeds.
 
+RTT(100%) (rollouts to target) is TTB(100%) measured in rollouts instead of steps: the rollouts a method generated
+until it first reached the baseline's best accuracy, over the rollouts the baseline needed. It equals TTB(100%) when
+both spend the same rollouts per step, and charges DAPO's extra rounds (and saves GRESO's skips) where they do not;
+MoPPS, DPS and GRESO report their savings this way ("rollouts at equal accuracy").
+
 TTB, BSF and the intervals come from :mod:`bots_verl.core.metrics` (one implementation shared with ``analysis/``).
 Every relative figure is paired by seed: a method's seed-``k`` run is compared with the baseline's seed-``k`` run,
 which saw the same world (pool, references, eval set).
@@ -17,7 +22,7 @@ from bots_verl.sim.loop import RunResult
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FRACTIONS", "format_table", "summarize"]
+__all__ = ["FRACTIONS", "cumulative_rollouts", "format_table", "rollouts_to_target", "summarize"]
 
 FRACTIONS = (0.25, 0.5, 1.0)
 
@@ -35,7 +40,7 @@ def summarize(
 
     Returns:
         ``{label: {column: Interval}}``; columns ``etr``, ``acc_final``, ``acc_best``, ``d_acc_final`` (vs the
-        baseline), ``ttb25/50/100``, ``bsf25/50/100``, ``rollouts``, ``select_ms``.
+        baseline), ``ttb25/50/100``, ``rtt100``, ``bsf25/50/100``, ``rollouts``, ``select_ms``.
     """
     base = runs.get(baseline) if baseline else None
     if baseline and base is None:
@@ -62,8 +67,21 @@ def summarize(
                 row[f"bsf{key}"] = interval(
                     [bsf(r.eval_steps, r.eval_acc, b.eval_steps, b.eval_acc, f, steps) for r, b in pairs], level
                 )
+            row["rtt100"] = interval([rollouts_to_target(r, b) for r, b in pairs], level)
         out[label] = row
     return out
+
+
+def cumulative_rollouts(run: RunResult) -> np.ndarray:
+    """The rollouts generated before each of ``run``'s evaluations (0 at step 0)."""
+    return np.concatenate([[0.0], np.cumsum(run.rollouts)])[run.eval_steps]
+
+
+def rollouts_to_target(run: RunResult, base: RunResult) -> float:
+    """RTT(100%): rollouts until ``run`` first reaches ``base``'s best accuracy, over ``base``'s own (NaN: never)."""
+    base_x = cumulative_rollouts(base)
+    # TTB(100%) on the rollout axis: the horizon is the baseline's whole run, the target its best accuracy
+    return ttb(cumulative_rollouts(run), run.eval_acc, base_x, base.eval_acc, 1.0, float(base_x[-1]))
 
 
 _COLUMNS = [
@@ -73,6 +91,7 @@ _COLUMNS = [
     ("ttb25", "TTB(25%)", 2),
     ("ttb50", "TTB(50%)", 2),
     ("ttb100", "TTB(100%)", 2),
+    ("rtt100", "RTT(100%)", 2),
     ("bsf25", "BSF(25%)", 3),
     ("bsf50", "BSF(50%)", 3),
     ("bsf100", "BSF(100%)", 3),
