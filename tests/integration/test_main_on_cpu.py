@@ -75,6 +75,17 @@ def test_malformed_config_is_a_value_error(pool, tokenizer_dir, override, messag
         check_config(cfg)
 
 
+def test_verls_rollout_skip_is_refused_because_it_credits_the_wrong_tasks(pool, tokenizer_dir):
+    """skip.rollout_tq trains on trajectories cached by an earlier run instead of the tasks BOTS selected."""
+    cfg = compose(base_overrides(pool, tokenizer_dir, "skip.rollout_tq.enable=true", "skip.rollout_tq.steps=[1]"))
+    with pytest.raises(ValueError) as refused:
+        check_config(cfg)
+    message = str(refused.value)
+    assert "skip.rollout_tq.enable=true" in message and "wrong tasks" in message
+    assert "skip.rollout_tq.enable=false" in message
+    check_config(compose(base_overrides(pool, tokenizer_dir, "skip.rollout_tq.enable=false")))
+
+
 def test_task_id_column_and_baselines_validate(pool, tokenizer_dir):
     for selector in ("random", "sequential", "offline_easy2hard", "implicit_only"):
         cfg = compose(base_overrides(pool, tokenizer_dir, f"bots.selector={selector}", "bots.task_id_field=task_id"))
