@@ -9,15 +9,17 @@ ROOT = Path(__file__).parent
 EXTRAS = {
     # verl 0.9.1 with what its V1 (TransferQueue) trainer imports; the `verl-core` extra carries ray[default],
     # TransferQueue, cachetools, fastapi, uvicorn, torchdata, tensordict and hydra-core, named here as well.
+    # The glue reads internals of verl, TransferQueue, torchdata and tensordict, so each is bounded to the versions
+    # tested; bots_verl/integration/verl_pins.py (DEPENDENCY_VERSIONS) checks the same ranges at run start.
     "verl": [
         "verl[verl-core]==0.9.1",
         "ray[default]>=2.41.0",
-        "TransferQueue>=0.1.10",
+        "TransferQueue>=0.1.10,<0.2",
         "cachetools",
         "fastapi",
         "uvicorn",
-        "torchdata",
-        "tensordict>=0.8.0,<=0.10.0,!=0.9.0",
+        "torchdata>=0.11.0,<0.12",
+        "tensordict>=0.10.0,<0.11",
         "hydra-core",
         # post-import hooks of the CPU backend (bots_verl.verl_cpu.hooks)
         "wrapt",

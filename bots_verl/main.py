@@ -36,6 +36,7 @@ from bots_verl.integration.settings import (
     train_files,
 )
 from bots_verl.integration.tasks import check_parquet_columns
+from bots_verl.integration.verl_pins import check_verl_drift
 
 logger = logging.getLogger(__name__)
 
@@ -178,13 +179,20 @@ def _prepare_run_log(config: DictConfig, settings: BOTSSettings) -> None:
 
 
 def run(config: DictConfig, overrides: Sequence[str] = ()) -> None:
-    """Validate ``config``; on ``bots.dry_run`` print a summary and return, else train.
+    """Validate ``config`` and the installed verl; on ``bots.dry_run`` print a summary and return, else train.
 
     Args:
         config: the composed config.
         overrides: the command line's hydra overrides; with ``trainer.device=cpu`` the keys they set keep their
             values and the CPU backend's settings fill in the rest (:mod:`bots_verl.verl_cpu.launch`).
+
+    Raises:
+        VerlDriftError: for a verl other than 0.9.1, a changed pinned verl source or a dependency outside its tested
+            range (:func:`~bots_verl.integration.verl_pins.check_verl_drift`), before Ray starts.
+        ValueError: for malformed config (:func:`check_config`).
     """
+    # First: on another verl the checks below, and the run, would rest on code that is no longer there.
+    check_verl_drift()
     cpu_settings = None
     if _uses_cpu_backend(config):
         from bots_verl.verl_cpu import launch

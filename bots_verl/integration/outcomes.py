@@ -10,7 +10,11 @@ Rules applied here:
 
 - rows tagged ``is_padding`` (synthetic rows verl appends for divisibility; they copy the first real row's
   metadata with a zero reward) are skipped;
-- one outcome per ``(uid, session_id)``;
+- one outcome per ``(uid, session_id)``, read from the session's **final** output (the highest output index): verl
+  scores a multi-output session once, on ``outputs[-1]``, and copies that reward to the earlier outputs
+  (``AgentLoopWorkerTQ._agent_loop_postprocess``); where it does not (a colocated reward model scores every row on
+  its own), the final output's reward is still the session's, and a session counts as one attempt however many
+  outputs it has;
 - a reward becomes a success in [0, 1] through :class:`SuccessRule`; a reward that cannot be mapped is a
   ``ValueError``, never a silent 0;
 - ``acc`` is read where verl writes it: the streaming reward loop puts it in ``extra_fields.reward_extra_info``, a
@@ -49,20 +53,25 @@ class Outcome:
 
 
 def session_keys(keys: Sequence[str], tags: Sequence[Mapping[str, Any]]) -> list[str]:
-    """One key per ``(uid, session_id)``, padding rows dropped, in first-seen order."""
-    seen: set[tuple[str, str]] = set()
-    out = []
+    """The key of each ``(uid, session_id)``'s final output (highest output index), padding rows dropped.
+
+    Sessions come in the order their first row appears in ``keys``; the rows of a session may come in any order
+    (the replay buffer sorts them by response content).
+
+    Raises:
+        ValueError: for a key that is not ``uid_session_output`` with an integer output index.
+    """
+    final: dict[tuple[str, str], tuple[int, str]] = {}
     for key, tag in zip(keys, tags, strict=True):
         if tag.get("is_padding", False):
             continue
         parts = key.rsplit("_", 2)
-        if len(parts) != 3:
+        if len(parts) != 3 or not parts[2].isdigit():
             raise ValueError(f"unexpected TransferQueue trajectory key {key!r} (want uid_session_output)")
-        session = (parts[0], parts[1])
-        if session not in seen:
-            seen.add(session)
-            out.append(key)
-    return out
+        session, output = (parts[0], parts[1]), int(parts[2])
+        if session not in final or output > final[session][0]:
+            final[session] = (output, key)
+    return [key for _, key in final.values()]
 
 
 def read_outcomes(
@@ -73,7 +82,7 @@ def read_outcomes(
     task_path: Sequence[str],
     rule: SuccessRule,
 ) -> list[Outcome]:
-    """Read one outcome per non-padding session from TransferQueue.
+    """Read one outcome per non-padding session (its final output's reward) from TransferQueue.
 
     Args:
         keys: trajectory keys (``KVBatchMeta.keys``).

@@ -260,7 +260,8 @@ def check_verl_compat(config: DictConfig) -> None:
     """Check the verl settings BOTS depends on.
 
     Raises:
-        ValueError: if ``data.dataloader_num_workers`` is not 0, the V1 trainer is off, or the mode is not ``sync``.
+        ValueError: if ``data.dataloader_num_workers`` is not 0, the V1 trainer is off, the mode is not ``sync``, or
+            verl's rollout skip for the V1 trainer (``skip.rollout_tq``) is on.
     """
     workers = config.data.get("dataloader_num_workers", None)
     if workers != 0:
@@ -273,6 +274,16 @@ def check_verl_compat(config: DictConfig) -> None:
     mode = config.trainer.v1.get("trainer_mode", "sync")
     if mode != "sync":
         raise ValueError(f"trainer.v1.trainer_mode={mode!r}: BOTS supports the 'sync' mode only")
+    rollout_tq = (config.get("skip", None) or {}).get("rollout_tq", None) or {}
+    if rollout_tq.get("enable", False):
+        # On a cached step verl draws the batch BOTS selected, drops it, and trains on trajectories saved by an
+        # earlier run: their prompts are that run's selection, so the posterior would be credited with tasks it
+        # did not choose while its own choice went unseen.
+        raise ValueError(
+            "skip.rollout_tq.enable=true: verl's rollout skip replays trajectories cached by an earlier run instead "
+            "of rolling out the tasks BOTS selected for the step, so the posterior would be credited with the wrong "
+            "tasks. Set skip.rollout_tq.enable=false (BOTS cannot run with cached rollouts)"
+        )
 
 
 def train_files(config: DictConfig) -> list[str]:

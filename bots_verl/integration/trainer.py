@@ -121,8 +121,8 @@ class BOTSReplayBuffer(ReplayBuffer):
       per process); here ties are broken by the order in which the trainer dispatched the prompts.
     - ``_materialize_batch``: the train batch's rows are sorted by :func:`canonical_order`.
     - ``_clear_groups``: ``bots_observer(keys, tags, partition_id)`` receives the trajectory keys of the evicted
-      train groups whose rollouts finished (failed rollouts carry no reward and are skipped), before verl deletes
-      them.
+      and surplus train groups, before verl deletes them: every completed session, also those of a group in which
+      another session failed (a failed session wrote no trajectory, so it counts nowhere).
 
     The poll interval is verl's own ``poll_interval`` attribute (a constructor argument the trainer never sets).
     """
@@ -132,11 +132,13 @@ class BOTSReplayBuffer(ReplayBuffer):
 
     def _clear_groups(self, partition_id: str, uids: set[str]) -> None:
         if self.bots_observer is not None and partition_id == "train" and uids:
-            failed = self.failure_keys[partition_id]
+            # A group with a failed session stays sampleable in verl's sync buffer: when selected, verl trains on its
+            # completed sessions (they reach bots_update in the batch). Discarded as DAPO surplus, it must count the
+            # same way, so only the trajectories themselves are filtered: a failed session wrote none.
             keys = [
                 key
                 for key, tag in self.partitions[partition_id].items()
-                if _uid(key) in uids and _uid(key) not in failed and tag.get("status") == "success"
+                if _uid(key) in uids and tag.get("status") == "success"
             ]
             if keys:
                 self.bots_observer(keys, [self.partitions[partition_id][k] for k in keys], partition_id)

@@ -8,21 +8,52 @@ object, the sha256 of its source in verl 0.9.1 and what of ours to re-check when
 ``tests/integration/test_verl_pins_on_cpu.py`` fails with that message as soon as an installed verl differs.
 
 After re-checking, update the hash with ``python -m bots_verl.integration.verl_pins`` (prints the current hashes).
+
+:func:`check_verl_drift` refuses a run (``bots_verl.main``, before Ray starts, and its dry run) whose installed verl is
+not :data:`VERL_VERSION`, whose pinned sources changed, or whose TransferQueue, torchdata or tensordict (whose
+internals the glue reads: ``KVBatchMeta`` and the key/tag layout, ``StatefulDataLoader``'s sampler state and
+``next_iter_state``, ``NonTensorData``) lies outside :data:`DEPENDENCY_VERSIONS`, the range tested and bounded in
+``setup.py``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.metadata
 import inspect
 import logging
 from typing import Any
 
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 logger = logging.getLogger(__name__)
 
-__all__ = ["PINS", "VERL_VERSION", "changed_pins", "source_hash"]
+__all__ = [
+    "DEPENDENCY_VERSIONS",
+    "PINS",
+    "VERL_VERSION",
+    "VerlDriftError",
+    "changed_pins",
+    "check_verl_drift",
+    "dependency_problems",
+    "source_hash",
+]
 
 VERL_VERSION = "0.9.1"
+
+# distribution -> the versions tested (kept in step with setup.py's "verl" extra)
+DEPENDENCY_VERSIONS: dict[str, str] = {
+    "TransferQueue": ">=0.1.10,<0.2",
+    "torchdata": ">=0.11.0,<0.12",
+    "tensordict": ">=0.10.0,<0.11",
+}
+
+
+class VerlDriftError(RuntimeError):
+    """The installed verl (or a dependency whose internals the glue reads) is not the version bots-verl was built on."""
+
 
 # "module:qualname" -> (sha256 of inspect.getsource, what depends on it)
 PINS: dict[str, tuple[str, str]] = {
@@ -163,6 +194,54 @@ def changed_pins() -> list[str]:
         if current != pinned:
             messages.append(f"{target} changed since verl {VERL_VERSION}; re-check: {depends}")
     return messages
+
+
+def _installed_version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def dependency_problems() -> list[str]:
+    """One message per distribution of :data:`DEPENDENCY_VERSIONS` missing or outside its tested range."""
+    problems = []
+    for distribution, spec in DEPENDENCY_VERSIONS.items():
+        installed = _installed_version(distribution)
+        try:
+            inside = installed is not None and Version(installed) in SpecifierSet(spec)
+        except InvalidVersion:
+            inside = False
+        if not inside:
+            problems.append(f"{distribution}{spec} is needed, {installed or 'none'} is installed")
+    return problems
+
+
+def check_verl_drift() -> None:
+    """Refuse to run on a verl, or a dependency, other than the versions the glue was written and tested against.
+
+    Raises:
+        VerlDriftError: naming the verl version needed and the installed one, every pinned verl object whose source
+            changed (with what of ours to re-check), and every dependency outside its tested range.
+    """
+    import verl
+
+    problems = []
+    installed = getattr(verl, "__version__", None)
+    if installed != VERL_VERSION:
+        problems.append(f"verl {VERL_VERSION} is needed, {installed} is installed")
+    problems += [f"verl source {message}" for message in changed_pins()]
+    problems += dependency_problems()
+    if problems:
+        raise VerlDriftError(
+            f"bots-verl extends verl {VERL_VERSION} through private code that must not have changed (bots_verl/"
+            "integration/verl_pins.py), so it refuses to run here:\n  - "
+            + "\n  - ".join(problems)
+            + f"\nInstall the tested versions: pip install 'verl[verl-core]=={VERL_VERSION}' "
+            + " ".join(f"'{d}{spec}'" for d, spec in DEPENDENCY_VERSIONS.items())
+            + ". Moving to another version means re-checking every pin named above, then updating PINS "
+            "(python -m bots_verl.integration.verl_pins prints the current hashes) and VERL_VERSION"
+        )
 
 
 def main() -> None:

@@ -81,12 +81,14 @@ def put_trajectories(
     scores=None,
     outputs_per_session: int = 1,
     extra=None,
+    output_score=None,
     partition_id: str = "train",
 ) -> tuple[list[str], list[dict]]:
     """Write trajectories to TransferQueue the way verl's AgentLoopWorkerTQ does (key uid_session_output).
 
     ``prompts``: per prompt its dataset fields (uid, index, extra_info, ...); ``successes[i][s]``: the reward of
-    session s of prompt i. Stands in for the GPU rollout + reward.
+    session s of prompt i; ``output_score(i, s, o, score)``, if given, the reward of output o of that session (as a
+    colocated reward model scoring every output row would give). Stands in for the GPU rollout + reward.
     """
     import transfer_queue as tq
     from verl.utils.tensordict_utils import list_of_dict_to_tensordict
@@ -100,7 +102,7 @@ def put_trajectories(
                 # the response decides the reward, as with a real reward function
                 p, r = torch.tensor([3, 4, 5]), torch.tensor([6, 8 if value > 0 else 7])
                 rm = torch.zeros(2)
-                rm[-1] = score
+                rm[-1] = score if output_score is None else output_score(i, s, o, score)
                 keys.append(f"{prompt['uid']}_{s}_{o}")
                 field = {
                     **prompt,

@@ -75,6 +75,50 @@ def test_malformed_config_is_a_value_error(pool, tokenizer_dir, override, messag
         check_config(cfg)
 
 
+def test_verls_rollout_skip_is_refused_because_it_credits_the_wrong_tasks(pool, tokenizer_dir):
+    """skip.rollout_tq trains on trajectories cached by an earlier run instead of the tasks BOTS selected."""
+    cfg = compose(base_overrides(pool, tokenizer_dir, "skip.rollout_tq.enable=true", "skip.rollout_tq.steps=[1]"))
+    with pytest.raises(ValueError) as refused:
+        check_config(cfg)
+    message = str(refused.value)
+    assert "skip.rollout_tq.enable=true" in message and "wrong tasks" in message
+    assert "skip.rollout_tq.enable=false" in message
+    check_config(compose(base_overrides(pool, tokenizer_dir, "skip.rollout_tq.enable=false")))
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_verl_drift_is_refused_at_run_start_naming_the_version_and_the_changed_pins(
+    pool, tokenizer_dir, monkeypatch, capsys, dry_run
+):
+    """Another verl, a changed pinned verl source or a dependency outside its tested range stops the dry run and the
+    run before Ray starts, naming what is needed."""
+    import verl
+    import verl.trainer.main_ppo
+
+    from bots_verl.integration import verl_pins
+
+    cfg = compose(base_overrides(pool, tokenizer_dir, f"bots.dry_run={str(dry_run).lower()}"))
+    target = "verl.trainer.ppo.v1.replay_buffer:ReplayBuffer._clear_groups"
+    pinned, depends = verl_pins.PINS[target]
+    installed = verl_pins._installed_version
+    with monkeypatch.context() as patched:
+        patched.setattr(verl, "__version__", "0.9.2")
+        patched.setitem(verl_pins.PINS, target, ("0" * 64, depends))
+        patched.setattr(verl_pins, "_installed_version", lambda d: "0.2.0" if d == "TransferQueue" else installed(d))
+        patched.setattr(verl.trainer.main_ppo, "run_ppo", lambda *a, **k: pytest.fail("Ray started"))
+        with pytest.raises(verl_pins.VerlDriftError) as refused:
+            run(cfg)
+    message = str(refused.value)
+    assert "verl 0.9.1 is needed, 0.9.2 is installed" in message
+    assert f"{target} changed since verl 0.9.1; re-check: {depends}" in message
+    assert "TransferQueue>=0.1.10,<0.2 is needed, 0.2.0 is installed" in message
+    assert "pip install 'verl[verl-core]==0.9.1'" in message
+    assert "BOTS dry run" not in capsys.readouterr().out
+    if dry_run:  # the installed verl passes
+        run(cfg)
+        assert "BOTS dry run: config OK" in capsys.readouterr().out
+
+
 def test_task_id_column_and_baselines_validate(pool, tokenizer_dir):
     for selector in ("random", "sequential", "offline_easy2hard", "implicit_only"):
         cfg = compose(base_overrides(pool, tokenizer_dir, f"bots.selector={selector}", "bots.task_id_field=task_id"))

@@ -19,12 +19,39 @@ def _prompts(ids):
     return [{"uid": str(uuid.uuid4()), "index": tid, "extra_info": {"index": tid, "split": "train"}} for tid in ids]
 
 
-def test_session_keys_skip_padding_and_repeat_outputs():
+def test_session_keys_skip_padding_and_keep_each_sessions_final_output():
     keys = ["u1_0_0", "u1_0_1", "u1_1_0", "pad9_0_0"]
     tags = [{}, {}, {}, {"is_padding": True}]
-    assert session_keys(keys, tags) == ["u1_0_0", "u1_1_0"]
-    with pytest.raises(ValueError, match="unexpected"):
-        session_keys(["nounderscore"], [{}])
+    assert session_keys(keys, tags) == ["u1_0_1", "u1_1_0"]
+    # the replay buffer sorts a session's rows by response content, so the final output may come first
+    keys = ["u1_0_2", "u1_1_0", "u1_0_0", "u1_0_1"]
+    assert session_keys(keys, [{}] * 4) == ["u1_0_2", "u1_1_0"]
+    for bad in ("nounderscore", "u1_0_x"):
+        with pytest.raises(ValueError, match="unexpected"):
+            session_keys([bad], [{}])
+
+
+def test_a_multi_output_session_counts_once_with_its_final_outputs_reward(ray_tq):
+    """verl scores a session on its final output (``outputs[-1]``); earlier outputs may carry other rewards (a
+    colocated reward model scores each row), and a session is one attempt however many outputs it has."""
+    import transfer_queue as tq
+
+    prompts = _prompts([31, 32])
+    wins = [[1, 1], [0, 1]]  # the session's final reward, per prompt and session
+
+    def output_score(i, s, o, score):
+        return score if o == 2 else 1.0 - score  # earlier outputs: the opposite of the final reward
+
+    keys, tags = put_trajectories(prompts, wins, outputs_per_session=3, output_score=output_score)
+    # prompt 31's rows in output order, prompt 32's with the final output first (the replay buffer sorts by content)
+    split = 2 * 3
+    keys, tags = keys[:split] + keys[split:][::-1], tags[:split] + tags[split:][::-1]
+    outcomes = read_outcomes(keys, tags, "train", task_path=PATH, rule=SuccessRule("threshold", 0.5))
+    assert sorted((o.task_id, o.success) for o in outcomes) == [(31, 1.0), (31, 1.0), (32, 0.0), (32, 1.0)]
+    pos, succ, att = aggregate_outcomes(outcomes, TaskIndex([31, 32]))
+    np.testing.assert_array_equal(succ, [2, 1])
+    np.testing.assert_array_equal(att, [2, 2])
+    tq.kv_clear(keys=keys, partition_id="train")
 
 
 def test_read_outcomes_from_transfer_queue(ray_tq):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
+import uuid
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ import transfer_queue as tq
 from integration_helpers import base_overrides, compose, make_pool, put_trajectories
 from omegaconf import OmegaConf
 from transfer_queue import KVBatchMeta
+from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
 from bots_verl.integration.trainer import BOTSTrainer, canonical_order
 
@@ -158,6 +160,77 @@ def test_dapo_refills_are_selected_after_the_last_update_and_never_repeat_a_task
         assert served <= fresh, f"step {step + 1} served stale selections {sorted(served - fresh)}"
         assert metrics["bots/dispatched"] == 13 and metrics["bots/stale_dispatches"] == 0
         assert metrics["bots/repeat_dispatches"] == 0 and metrics["bots/rollouts"] == 13 * N_ROLLOUTS
+
+
+class _OnlyTheseGroups:
+    """verl's replay buffer module's ``tq`` seeing only the given prompt groups (other tests' leftovers in the
+    session's TransferQueue, e.g. prompts still pending, would make the buffer wait for them)."""
+
+    def __init__(self, uids):
+        self.uids = set(uids)
+
+    def __getattr__(self, name):
+        return getattr(tq, name)
+
+    def kv_list(self):
+        listed = tq.kv_list() or {}
+        return {
+            partition: {key: tag for key, tag in items.items() if key.split("_")[0] in self.uids}
+            for partition, items in listed.items()
+        }
+
+
+@pytest.mark.parametrize("selected", ["mixed", "failed"])
+def test_a_dapo_group_with_a_failed_session_is_counted_as_verl_trains_on_it(ray_tq, monkeypatch, selected):
+    """A group with a failed session (status ``failure``) is never DAPO-filtered and stays sampleable: verl trains
+    on its completed sessions when it selects it (they reach ``bots_update`` in the batch) and discards it as surplus
+    otherwise. Either way its completed sessions count once and its failed session not at all, like every other
+    group's rollouts (a DAPO-evicted group counts too)."""
+    from verl.trainer.ppo.v1 import replay_buffer as verl_replay_buffer
+
+    from bots_verl.integration.trainer import BOTSReplayBuffer
+
+    tag = uuid.uuid4().hex[:8]
+    mixed, failed, all_wrong = (f"{name}{tag}" for name in ("mixed", "failed", "wrong"))
+    uids = {"mixed": mixed, "failed": failed}
+    prompts = [{"uid": u, "index": 1000 + i, "extra_info": {"index": 1000 + i}} for i, u in enumerate(uids.values())]
+    keys, _ = put_trajectories(prompts[:1], [[1, 0, 1, 0]])
+    # sessions 2 and 3 of the failed group raised: only sessions 0 and 1 wrote trajectories
+    failed_keys, _ = put_trajectories(prompts[1:], [[1, 0]])
+    wrong_keys, _ = put_trajectories([{"uid": all_wrong, "index": 1002, "extra_info": {"index": 1002}}], [[0] * 4])
+    statuses = {mixed: "finished", failed: "failure", all_wrong: "finished"}
+    tq.kv_batch_put(
+        keys=list(statuses),
+        tags=[{"is_prompt": True, "status": status, "global_steps": 1} for status in statuses.values()],
+        partition_id="train",
+    )
+    monkeypatch.setattr(verl_replay_buffer, "tq", _OnlyTheseGroups(statuses))
+
+    buffer = ReplayBuffer(
+        trainer_mode="sync",
+        trainer_config={},
+        max_off_policy_threshold=None,
+        max_off_policy_strategy="drop",
+        sampler_kwargs={},
+        poll_interval=0.01,
+        refill_fn=lambda n: pytest.fail(f"no refill expected, asked for {n}"),
+        filter_groups_metric="acc",
+        train_batch_size=1,
+        gen_batch_size=1,
+    )
+    buffer.__class__ = BOTSReplayBuffer  # as BOTSTrainer._build_replay_buffer does
+    observed: list[str] = []
+    buffer.bots_observer = lambda k, t, partition_id: observed.extend(k)
+    other = "failed" if selected == "mixed" else "mixed"
+    buffer.bots_dispatch_order = {uids[selected]: 0, uids[other]: 1, all_wrong: 2}
+    batch, _ = buffer.sample(global_steps=1, partition_id="train", batch_size=1)
+
+    by_group = {"mixed": keys, "failed": failed_keys}
+    # verl trains on the selected group, a failure group's completed sessions included
+    assert sorted(batch.keys) == sorted(by_group[selected])
+    # the all-0 group (DAPO-evicted) and the surplus group reach the posterior before verl deletes them
+    assert sorted(observed) == sorted(wrong_keys + by_group[other])
+    tq.kv_clear(keys=batch.keys, partition_id="train")
 
 
 def test_rows_reach_the_update_in_an_order_independent_of_arrival(ray_tq):

@@ -5,6 +5,8 @@ Fails, naming the verl object and what of ours to re-check, when the installed v
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import verl
 
 from bots_verl.integration import verl_pins
@@ -28,3 +30,11 @@ def test_a_changed_source_is_reported_with_what_to_recheck(monkeypatch):
     monkeypatch.setitem(verl_pins.PINS, target, ("0" * 64, depends))
     changed = verl_pins.changed_pins()
     assert changed == [f"{target} changed since verl 0.9.1; re-check: {depends}"]
+
+
+def test_installed_dependencies_are_in_their_tested_ranges_and_setup_py_bounds_them_the_same():
+    assert verl_pins.dependency_problems() == []
+    setup_py = (Path(__file__).parents[2] / "setup.py").read_text()
+    for distribution, spec in verl_pins.DEPENDENCY_VERSIONS.items():
+        assert f'"{distribution}{spec}"' in setup_py, f"setup.py does not bound {distribution} to {spec}"
+    assert f'"verl[verl-core]=={verl_pins.VERL_VERSION}"' in setup_py
