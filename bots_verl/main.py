@@ -191,13 +191,15 @@ def run(config: DictConfig, overrides: Sequence[str] = ()) -> None:
             range (:func:`~bots_verl.integration.verl_pins.check_verl_drift`), before Ray starts.
         ValueError: for malformed config (:func:`check_config`).
     """
-    # First: on another verl the checks below, and the run, would rest on code that is no longer there.
-    check_verl_drift()
     cpu_settings = None
     if _uses_cpu_backend(config):
         from bots_verl.verl_cpu import launch
 
+        # the CPU backend must be active before anything imports verl's platform-dependent modules
         cpu_settings = launch.prepare(config, launch.override_keys(overrides))
+    # Then, before any check and before Ray: on another verl the checks below, and the run, would rest on code that
+    # is no longer there (the drift check imports the pinned verl modules).
+    check_verl_drift()
     _absolute_run_log_dir(config)
     settings = check_config(config)
     if settings.dry_run:
