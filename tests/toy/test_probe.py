@@ -60,3 +60,26 @@ def test_a_probe_is_deterministic_resumable_and_learns_something(artifacts, tmp_
     again = json.loads(next((tmp_path / "b").glob("*.json")).read_text())
     for seed in ("0", "1"):
         assert again["seeds"][seed]["accuracy"] == first["seeds"][seed]["accuracy"]
+
+
+def test_report_lists_every_probe_with_its_gain(tmp_path) -> None:
+    def record(lr: float, gains: list[float]) -> dict:
+        seeds = {
+            str(i): {
+                "accuracy": {"0": 0.2, "4": 0.2 + g},
+                "pool_accuracy": {"0": 0.1, "4": 0.1},
+                "steps": [{"mixed": 0.5}],
+            }
+            for i, g in enumerate(gains)
+        }
+        settings = {"prompts": 16, "n": 8, "lr": lr, "warmup_steps": 0, "loss_agg_mode": "token-mean", "steps": 4}
+        return {"settings": {**settings, "optimizer": "SGD"}, "seeds": seeds}
+
+    (tmp_path / "a.json").write_text(json.dumps(record(1e-4, [0.01, 0.03])))
+    (tmp_path / "b.json").write_text(json.dumps(record(3e-5, [-0.02, -0.02])))
+    table = probe.report(tmp_path).splitlines()
+    assert len(table) == 4
+    # sorted by rollouts per step, then learning rate: 3e-5 first
+    assert "| 3e-05 |" in table[2] and "-0.0200" in table[2]
+    assert "| 0.0001 |" in table[3] and "0.0200 [" in table[3] and "| SGD |" in table[3]
+    assert "0.0000" in table[3]  # the pool did not move
