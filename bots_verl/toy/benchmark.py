@@ -272,9 +272,9 @@ def _train_one(
     return record
 
 
-def _analyse(root: Path) -> dict[str, str]:
+def _analyse(root: Path, runs_dir: Path | None = None) -> dict[str, str]:
     """Run ``analysis.tables`` and ``analysis.figures`` on the runs; returns the rendered tables by name."""
-    runs = str(root / "runs")
+    runs = str(runs_dir or root / "runs")
     out: dict[str, str] = {}
     for name, table, metric in (
         ("main", "main", EXACT_METRIC),
@@ -407,6 +407,53 @@ def run_benchmark(
     return summary
 
 
+def summarize_finished(profile: BenchmarkProfile, root: Path) -> dict[str, Any]:
+    """Summary, tables, figures and paired statistics of the profile's runs that have finished, training nothing.
+
+    For a benchmark that is still under way or was stopped (it takes longer than one sitting): the runs with a
+    ``done.json`` are analysed through ``<root>/finished/`` (links to their directories, so a run still training
+    never enters a table), and ``summary.json`` says how many of the planned runs it holds.
+    """
+    manifest = json.loads((root / "data" / "manifest.json").read_text())
+    plan = [(sel, seed) for seed in profile.seeds for sel in profile.selectors]
+    finished_dir = root / "finished"
+    shutil.rmtree(finished_dir, ignore_errors=True)
+    finished_dir.mkdir(parents=True)
+    records = []
+    for sel, seed in plan:
+        run_dir = root / "runs" / f"{sel}_s{seed}"
+        if (run_dir / "done.json").is_file():
+            records.append(json.loads((run_dir / "done.json").read_text()))
+            (finished_dir / run_dir.name).symlink_to(run_dir.resolve(), target_is_directory=True)
+    if not records:
+        raise RuntimeError(f"no finished run of the {profile.name} profile in {root / 'runs'}")
+    tables = _analyse(root, finished_dir)
+    summary = {
+        "profile": asdict(profile),
+        "finished_runs": len(records),
+        "planned_runs": len(plan),
+        "median_step_s": _median([r["median_step_s"] for r in records]),
+        "runs": records,
+    }
+    (root / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    _add_paired(root, summary, tables)
+    (root / "summary.md").write_text(_summary_markdown(summary, tables, manifest, root / "data"))
+    return summary
+
+
+def _wall_clock(summary: dict[str, Any]) -> str:
+    prof = summary["profile"]
+    if "finished_runs" in summary:
+        return (
+            f"**Partial: {summary['finished_runs']} of {summary['planned_runs']} planned runs finished** (a rerun of "
+            f"the profile resumes the rest); median step {summary['median_step_s']:.2f} s."
+        )
+    return (
+        f"Wall-clock: prepare {summary['prepare_s']:.0f} s, training {summary['train_s']:.0f} s ({prof['jobs']} runs "
+        f"at a time), total {summary['total_s']:.0f} s; median step {summary['median_step_s']:.2f} s."
+    )
+
+
 def _summary_markdown(summary: dict[str, Any], tables: dict[str, str], manifest: dict[str, Any], data_dir: Path) -> str:
     prof = summary["profile"]
     calibration = (data_dir / "calibration.md").read_text() if (data_dir / "calibration.md").is_file() else ""
@@ -420,9 +467,7 @@ def _summary_markdown(summary: dict[str, Any], tables: dict[str, str], manifest:
                 f"{len(prof['selectors'])} selectors x {len(prof['seeds'])} seeds, {prof['steps']} GRPO steps of "
                 f"{prof['prompts']} tasks x {prof['n']} rollouts, lr {prof['lr']}, held-out accuracy (exact, "
                 f"temperature 1, {manifest['data']['heldout_tasks']} prompts) every "
-                f"{prof['eval_every']} steps. Wall-clock: prepare {summary['prepare_s']:.0f} s, training "
-                f"{summary['train_s']:.0f} s ({prof['jobs']} runs at a time), total {summary['total_s']:.0f} s; median "
-                f"step {summary['median_step_s']:.2f} s.",
+                f"{prof['eval_every']} steps. " + _wall_clock(summary),
                 "## Starting point (calibration)\n\n" + calibration,
                 "## Main table (`python -m analysis.tables --metric "
                 + EXACT_METRIC
@@ -484,6 +529,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-every", type=int, help="steps between evaluated checkpoints (default: the profile's)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per training process")
     parser.add_argument("--dry-run", action="store_true", help="check the settings, print the plan, create nothing")
+    parser.add_argument(
+        "--summarize-finished",
+        action="store_true",
+        help="train nothing: summarise the runs that have finished (a benchmark still under way or stopped)",
+    )
     args = parser.parse_args(argv)
     # SIGTERM unwinds like Ctrl-C, so run_benchmark stops the training processes in flight
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
@@ -510,6 +560,11 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.out or _DEFAULT_OUT[profile.name]).resolve()
     if args.dry_run:
         return _dry_run(profile, root)
+    if args.summarize_finished:
+        summary = summarize_finished(profile, root)
+        print((root / "summary.md").read_text())
+        print(f"toy benchmark: {summary['finished_runs']} of {summary['planned_runs']} runs finished")
+        return 0
     try:
         summary = run_benchmark(profile, root, timeout=args.timeout)
     except (RuntimeError, subprocess.CalledProcessError) as exc:

@@ -155,3 +155,25 @@ def test_stopping_terminates_runs_in_flight_and_starts_no_more(tmp_path) -> None
         benchmark._STOP.clear()
         benchmark._CHILDREN.discard(child)
         child.kill()
+
+
+def test_summarize_finished_analyses_only_finished_runs(bench, tmp_path) -> None:
+    import shutil
+
+    from bots_verl.toy.benchmark import summarize_finished
+
+    root, summary = bench
+    copy = tmp_path / "bench"
+    shutil.copytree(root, copy, symlinks=True)
+    # the bots run is still "training": no done.json, a run log with fewer steps
+    (copy / "runs" / "bots_s0" / "done.json").unlink()
+    partial = summarize_finished(PROFILES["ci"], copy)
+    assert (partial["finished_runs"], partial["planned_runs"]) == (1, 2)
+    assert [r["selector"] for r in partial["runs"]] == ["random"]
+    assert sorted(p.name for p in (copy / "finished").iterdir()) == ["random_s0"]
+    assert "Partial: 1 of 2 planned runs finished" in (copy / "summary.md").read_text()
+    assert "paired" not in partial  # nothing to pair random with
+    # once every run is done the same call summarises them all, paired statistics included
+    shutil.copy(root / "runs" / "bots_s0" / "done.json", copy / "runs" / "bots_s0" / "done.json")
+    full = summarize_finished(PROFILES["ci"], copy)
+    assert full["finished_runs"] == 2 and "bots" in full["paired"]["comparisons"]
