@@ -272,9 +272,14 @@ def _train_one(
     return record
 
 
-def _analyse(root: Path, runs_dir: Path | None = None) -> dict[str, str]:
-    """Run ``analysis.tables`` and ``analysis.figures`` on the runs; returns the rendered tables by name."""
-    runs = str(runs_dir or root / "runs")
+def _analyse(root: Path, run_dirs: Sequence[Path] = ()) -> dict[str, str]:
+    """Run ``analysis.tables`` and ``analysis.figures`` on the runs; returns the rendered tables by name.
+
+    Args:
+        root: the benchmark directory (tables and figures are written there).
+        run_dirs: the runs to analyse; default: every run under ``<root>/runs``.
+    """
+    runs = [str(d) for d in run_dirs] or [str(root / "runs")]
     out: dict[str, str] = {}
     for name, table, metric in (
         ("main", "main", EXACT_METRIC),
@@ -282,12 +287,12 @@ def _analyse(root: Path, runs_dir: Path | None = None) -> dict[str, str]:
         ("overhead", "overhead", EXACT_METRIC),
     ):
         path = root / f"table_{name}.md"
-        cmd = [sys.executable, "-m", "analysis.tables", "--runs", runs, "--metric", metric, "--table", table]
+        cmd = [sys.executable, "-m", "analysis.tables", "--runs", *runs, "--metric", metric, "--table", table]
         subprocess.run([*cmd, "--out", str(path)], check=True)
         out[name] = path.read_text()
     figures = root / "figures"
     subprocess.run(
-        [sys.executable, "-m", "analysis.figures", "--runs", runs, "--metric", EXACT_METRIC, "--out", str(figures)]
+        [sys.executable, "-m", "analysis.figures", "--runs", *runs, "--metric", EXACT_METRIC, "--out", str(figures)]
         + ["--figures", "accuracy", "etr"],
         check=True,
     )
@@ -410,24 +415,18 @@ def run_benchmark(
 def summarize_finished(profile: BenchmarkProfile, root: Path) -> dict[str, Any]:
     """Summary, tables, figures and paired statistics of the profile's runs that have finished, training nothing.
 
-    For a benchmark that is still under way or was stopped (it takes longer than one sitting): the runs with a
-    ``done.json`` are analysed through ``<root>/finished/`` (links to their directories, so a run still training
-    never enters a table), and ``summary.json`` says how many of the planned runs it holds.
+    For a benchmark that is still under way or was stopped (it takes longer than one sitting): only the runs with a
+    ``done.json`` enter the tables (a run still training never does), and ``summary.json`` says how many of the
+    planned runs it holds.
     """
     manifest = json.loads((root / "data" / "manifest.json").read_text())
     plan = [(sel, seed) for seed in profile.seeds for sel in profile.selectors]
-    finished_dir = root / "finished"
-    shutil.rmtree(finished_dir, ignore_errors=True)
-    finished_dir.mkdir(parents=True)
-    records = []
-    for sel, seed in plan:
-        run_dir = root / "runs" / f"{sel}_s{seed}"
-        if (run_dir / "done.json").is_file():
-            records.append(json.loads((run_dir / "done.json").read_text()))
-            (finished_dir / run_dir.name).symlink_to(run_dir.resolve(), target_is_directory=True)
-    if not records:
+    run_dirs = [root / "runs" / f"{sel}_s{seed}" for sel, seed in plan]
+    finished = [d for d in run_dirs if (d / "done.json").is_file()]
+    if not finished:
         raise RuntimeError(f"no finished run of the {profile.name} profile in {root / 'runs'}")
-    tables = _analyse(root, finished_dir)
+    records = [json.loads((d / "done.json").read_text()) for d in finished]
+    tables = _analyse(root, finished)
     summary = {
         "profile": asdict(profile),
         "finished_runs": len(records),
