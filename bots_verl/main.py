@@ -24,7 +24,13 @@ import hydra
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 
-from bots_verl.integration.resume import check_run_log_dir
+from bots_verl.integration.fingerprint import run_fingerprint
+from bots_verl.integration.resume import (
+    check_resume_data_pt,
+    check_resume_fingerprint,
+    check_run_log_dir,
+    resume_folder,
+)
 from bots_verl.integration.settings import (
     BOTSSettings,
     check_data_subset,
@@ -52,6 +58,27 @@ def _check_dapo(config: DictConfig) -> None:
         )
 
 
+def _check_resume(config: DictConfig, settings: BOTSSettings) -> None:
+    """Refuse, here already, a resume whose posterior was built for another selector, hyperparameters or reference
+    columns (the parts of the fingerprint known without the dataset).
+
+    ``BOTSTrainer`` checks the whole fingerprint (the pool and the reference values too) once verl built the train
+    dataset, and refuses a missing ``data.pt``; a checkpoint without one is left to it here.
+    """
+    folder = resume_folder(config)
+    if folder is None or not os.path.isfile(os.path.join(folder, "data.pt")):
+        return
+    current = run_fingerprint(
+        task_ids=None,
+        prompts_sha256=None,
+        reference_columns=settings.reference_columns,
+        reference=None,
+        selector=settings.selector,
+        hparams=effective_hparams(settings.selector, settings.hparams, len(settings.reference_columns), settings.seed),
+    )
+    check_resume_fingerprint(folder, check_resume_data_pt(folder), current, settings.accept_changed)
+
+
 def check_config(config: DictConfig) -> BOTSSettings:
     """Every check that needs no Ray and no GPU: verl's ``validate_config`` plus the ``bots:`` section.
 
@@ -65,8 +92,9 @@ def check_config(config: DictConfig) -> BOTSSettings:
         The validated BOTS settings.
 
     Raises:
-        ValueError: for malformed config (the message names the key), or a fresh run in a ``bots.run_log.dir`` that
-            holds an earlier run's metrics.
+        ValueError: for malformed config (the message names the key), a fresh run in a ``bots.run_log.dir`` that
+            holds an earlier run's metrics, or a resume whose ``data.pt`` holds no BOTS posterior or one built for
+            another selector, hyperparameters or reference columns (``bots.resume.accept_changed`` aside).
     """
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
@@ -78,6 +106,7 @@ def check_config(config: DictConfig) -> BOTSSettings:
     check_data_subset(config)
     replay_poll_interval(config)
     check_run_log_dir(config)  # before meta.json is written or any worker starts
+    _check_resume(config, settings)
     try:
         validate_config(
             config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
@@ -129,6 +158,7 @@ def _summary(config: DictConfig, settings: BOTSSettings) -> str:
         f"  bots.reference_columns={list(settings.reference_columns)} task_id_field={settings.task_id_field}",
         f"  bots.success.rule={settings.success_rule} threshold={settings.success_threshold}",
         f"  bots.actor={settings.actor_namespace}/{settings.actor_name} run_log.dir={settings.run_log_dir}",
+        f"  bots.resume.accept_changed={list(settings.accept_changed)}",
         f"  model={config.actor_rollout_ref.model.get('path')} train_files={train_files(config)}",
         f"  train_batch_size={config.data.train_batch_size} rollout.n={config.actor_rollout_ref.rollout.n} "
         f"adv_estimator={config.algorithm.adv_estimator} total_epochs={config.trainer.total_epochs} "

@@ -75,6 +75,8 @@ class BetaPosteriorSelector(Selector):
         "warm_start_mu": 0.0,
     }
     RETIRED: ClassVar[dict[str, str]] = moved_to_simulator(("prior", "prior_strength", "prior_column"), "bots_ablation")
+    # the prior is part of the posterior's state (BetaPosterior.alpha0/beta0), restored from a checkpoint as saved
+    CHECKPOINT_HPARAMS: ClassVar[tuple[str, ...]] = ("alpha0", "beta0")
     # where the ``selection`` hyperparameter is looked up (the simulator's ablation adds a rule of its own)
     RULES: ClassVar[Registry[SelectionRule]] = SELECTION_RULES
 

@@ -97,6 +97,9 @@ class Selector:
     # Hyperparameters that were removed, with the message that says where they went.
     RETIRED: ClassVar[dict[str, str]] = {}
     needs_reference: ClassVar[bool] = False
+    # Hyperparameters whose value lives in the checkpointed state (e.g. the prior inside the posterior): on resume the
+    # checkpoint's value stays, whatever the selector was built with, so a change is reported as not applied.
+    CHECKPOINT_HPARAMS: ClassVar[tuple[str, ...]] = ()
     _BASE_DEFAULTS: ClassVar[dict[str, Any]] = {"reference_nan": "impute"}
 
     def __init__(self, num_tasks: int, *, reference_pass_rates: Any = None, seed: int = 0, **hparams: Any) -> None:
@@ -233,8 +236,20 @@ class Selector:
         require_keys(extra, (), "checkpoint extra")
         self._check_state(extra)
         changed = {k: (v, self.hparams.get(k)) for k, v in state["hparams"].items() if self.hparams.get(k) != v}
-        if changed:
-            logger.warning("resuming with changed hyperparameters {name: (checkpoint, now)}: %s", changed)
+        kept = {k: v for k, v in changed.items() if k in self.CHECKPOINT_HPARAMS}
+        applied = {k: v for k, v in changed.items() if k not in kept}
+        if applied:
+            logger.warning(
+                "resuming with changed hyperparameters, applied from now on {name: (checkpoint, now)}: %s", applied
+            )
+        if kept:
+            logger.warning(
+                "resuming with changed hyperparameters that live in the checkpoint's state: NOT applied, the "
+                "checkpoint's values stay {name: (checkpoint, now)}: %s",
+                kept,
+            )
+        # hparams must describe what runs: the kept ones take the checkpoint's values
+        self.hparams.update({k: checkpoint for k, (checkpoint, _) in kept.items()})
         self.rng = rng
         self.steps = steps
         self.selections = selections

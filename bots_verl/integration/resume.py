@@ -5,6 +5,12 @@ verl decides at ``_load_checkpoint`` whether to resume (``trainer.resume_mode``:
 ``disable`` never resumes). :func:`resume_folder` reads the same settings the same way, so the BOTS checks can run
 before any worker starts.
 
+:func:`check_resume_data_pt` refuses a checkpoint whose ``data.pt`` holds no BOTS posterior, and
+:func:`check_resume_fingerprint` one whose posterior was built for another pool, reference columns or selector
+(:mod:`bots_verl.integration.fingerprint`): the driver (``bots_verl.main``, dry run included) compares what it knows
+without the dataset (selector, hyperparameters, reference column names), ``BOTSTrainer`` everything, once verl built
+the train dataset and before any worker starts.
+
 A run log's ``metrics.jsonl`` is moved aside as ``metrics.part<k>.jsonl`` on every start and ``analysis`` reads the
 parts in order (:mod:`bots_verl.runlog`), so a fresh run in a directory holding an earlier run's metrics would show the
 old run's later steps under the new run's label. :func:`check_run_log_dir` refuses that.
@@ -13,12 +19,22 @@ old run's later steps under the new run's label. :func:`check_run_log_dir` refus
 from __future__ import annotations
 
 import os
+from collections.abc import Collection, Mapping
+from typing import Any
 
 from omegaconf import DictConfig
 
+from bots_verl.integration.fingerprint import check_fingerprint
+from bots_verl.integration.sampler import checkpoint_sampler_state
 from bots_verl.runlog import logged_metrics_files
 
-__all__ = ["check_run_log_dir", "resume_folder"]
+__all__ = [
+    "check_resume_data_pt",
+    "check_resume_fingerprint",
+    "check_run_log_dir",
+    "missing_data_pt_message",
+    "resume_folder",
+]
 
 
 def resume_folder(config: DictConfig) -> str | None:
@@ -65,4 +81,62 @@ def check_run_log_dir(config: DictConfig) -> None:
         f"{trainer.get('default_local_dir')}: no checkpoint to resume from): the run log would show the old run's "
         f"steps under this run's label. Pick a new bots.run_log.dir, or delete {run_dir}; only a run that resumes "
         "from a checkpoint may continue a run log"
+    )
+
+
+def check_resume_data_pt(folder: str | os.PathLike) -> dict[str, Any]:
+    """Refuse to resume from the checkpoint ``folder`` unless its ``data.pt`` holds a BOTS sampler state.
+
+    torchdata hands the sampler its state only when ``data.pt`` has one (``sampler_state``): without this check a
+    ``data.pt`` written by plain verl or another sampler would resume the model while the posterior silently restarted
+    from the prior. The file is read here once more than verl reads it, before any worker starts.
+
+    Args:
+        folder: the ``global_step_N`` folder verl will resume from.
+
+    Returns:
+        The sampler state (:func:`~bots_verl.integration.sampler.checkpoint_sampler_state`), fingerprint included.
+
+    Raises:
+        FileNotFoundError: ``data.pt`` is missing.
+        ValueError: ``data.pt`` cannot be read or holds no BOTS sampler state (the message names the file and what is
+            missing).
+    """
+    folder = os.fspath(folder)
+    if not os.path.isfile(os.path.join(folder, "data.pt")):
+        raise FileNotFoundError(missing_data_pt_message(folder))
+    try:
+        return checkpoint_sampler_state(os.path.join(folder, "data.pt"))
+    except ValueError as err:
+        raise ValueError(
+            f"resuming from {folder}, but {err}: the BOTS posterior lives there, and restarting it from the prior "
+            "while the model resumes would silently change the run. Resume from a checkpoint of a BOTS run, or start "
+            "a new run (trainer.resume_mode=disable or another trainer.default_local_dir)"
+        ) from err
+
+
+def check_resume_fingerprint(
+    folder: str | os.PathLike, sampler_state: Mapping[str, Any], current: Mapping[str, Any], accept: Collection[str]
+) -> None:
+    """Refuse to resume ``folder`` when its posterior was built for another run (``bots.resume.accept_changed`` aside).
+
+    Args:
+        folder: the checkpoint folder.
+        sampler_state: what :func:`check_resume_data_pt` returned for it.
+        current: this run's fingerprint (:func:`~bots_verl.integration.fingerprint.run_fingerprint`); only what it
+            holds is compared.
+        accept: ``bots.resume.accept_changed``.
+
+    Raises:
+        ValueError: listing each refused change with the override that accepts it, or why none can.
+    """
+    check_fingerprint(os.fspath(folder), sampler_state.get("fingerprint"), current, accept)
+
+
+def missing_data_pt_message(folder: str) -> str:
+    """The refusal of a resume whose ``data.pt`` is missing or empty."""
+    return (
+        f"resuming from {folder} but its data.pt is missing or empty: the BOTS posterior lives there, and restarting "
+        "it from the prior while the model resumes would silently change the run. Restore data.pt, or start a new "
+        "run (trainer.resume_mode=disable or another trainer.default_local_dir)"
     )

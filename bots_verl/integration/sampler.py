@@ -17,7 +17,8 @@ middle of the step, one prompt per fetch, to replace evicted groups. The trainer
 
 Checkpointing rides on torchdata: ``StatefulDataLoader.state_dict()`` stores ``sampler.state_dict()`` because the
 sampler has ``state_dict``/``load_state_dict``. The state holds the actor's whole selector state (RNG included), the
-pool's task ids, the number of updates and rollouts the posterior has received, and the per-step log of dispatched
+pool's task ids, the run's fingerprint (:mod:`bots_verl.integration.fingerprint`: what the posterior means, checked on
+resume), the number of updates and rollouts the posterior has received, and the per-step log of dispatched
 positions (:meth:`BOTSSampler.dispatch_log`), so verl's ``global_step_N/data.pt`` restores exactly; torchdata does
 not fast-forward a Stateful sampler, so no selection is replayed. ``load_state_dict`` is applied lazily by
 ``StatefulDataLoader`` at the next ``iter()``.
@@ -41,8 +42,9 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["BOTSSampler", "PosteriorLostError", "checkpoint_sampler_state"]
 
-STATE_VERSION = 2
-READABLE_STATE_VERSIONS = (1, 2)
+# 3: the run's fingerprint (bots_verl.integration.fingerprint) rides along. Versions 1 and 2 still load.
+STATE_VERSION = 3
+READABLE_STATE_VERSIONS = (1, 2, 3)
 
 
 def _what_is_missing(state: Any) -> str | None:
@@ -66,7 +68,8 @@ def _what_is_missing(state: Any) -> str | None:
 def checkpoint_sampler_state(data_pt: str | os.PathLike) -> dict[str, Any]:
     """The :class:`BOTSSampler` state stored in one of verl's ``global_step_N/data.pt`` files.
 
-    Selector state (posterior, RNG), ``updates``, ``attempts`` and ``dispatch_log``; numpy arrays come back as numpy.
+    Selector state (posterior, RNG), ``updates``, ``attempts``, ``dispatch_log`` and, from state version 3, the run's
+    ``fingerprint``; numpy arrays come back as numpy.
 
     Raises:
         ValueError: if the file cannot be read as a torch checkpoint, or holds no BOTS sampler state (e.g. a run
@@ -96,12 +99,21 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         num_tasks: pool size (dataset length).
         select_size: tasks per selection (``data.train_batch_size``).
         task_ids: the task id of each dataset position; stored in checkpoints to detect a changed pool.
+        fingerprint: what the posterior means (pool, reference columns, selector;
+            :func:`~bots_verl.integration.fingerprint.run_fingerprint`), stored in checkpoints for the resume check.
 
     Raises:
         ValueError: if ``select_size`` is not in ``[1, num_tasks]`` or ``task_ids`` has the wrong length.
     """
 
-    def __init__(self, actor: Any, num_tasks: int, select_size: int, task_ids: Sequence[int | str]) -> None:
+    def __init__(
+        self,
+        actor: Any,
+        num_tasks: int,
+        select_size: int,
+        task_ids: Sequence[int | str],
+        fingerprint: dict[str, Any] | None = None,
+    ) -> None:
         if not 1 <= select_size <= num_tasks:
             raise ValueError(f"select_size={select_size} must be in [1, {num_tasks}] (train_batch_size vs pool size)")
         if len(task_ids) != num_tasks:
@@ -110,6 +122,7 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         self.num_tasks = int(num_tasks)
         self.select_size = int(select_size)
         self.task_ids = list(task_ids)
+        self.fingerprint = fingerprint
         self._pending: list[int] = []
         self._pending_version = 0  # number of posterior updates when _pending was selected
         self._incarnation: str | None = None
@@ -243,7 +256,8 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
 
     # ------------------------------------------------------------------------------------------------ Stateful
     def state_dict(self) -> dict[str, Any]:
-        """The selector state (pulled from the actor), counters, dispatch log and task ids; torch-loadable."""
+        """The selector state (pulled from the actor), counters, dispatch log, task ids and this run's fingerprint
+        (a resumed run stores its own: the resume check accepted it); torch-loadable."""
         selector_state, token = self._call("state_dict")
         self._check_incarnation(token)
         return {
@@ -255,6 +269,7 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
             "updates": self._updates,
             "attempts": self._attempts,
             "dispatch_log": [[step, list(positions)] for step, positions in self._log],
+            "fingerprint": self.fingerprint,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

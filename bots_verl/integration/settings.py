@@ -18,6 +18,7 @@ import numpy as np
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from bots_verl.core import SELECTORS, build_selector
+from bots_verl.integration.fingerprint import ACCEPTABLE
 from bots_verl.rewards.success import SUCCESS_RULES
 from bots_verl.runlog import METHODS, MethodSpec, method_spec
 
@@ -55,6 +56,8 @@ class BOTSSettings:
         domain: domain for ``meta.json``.
         method: method for ``meta.json``.
         dry_run: validate and exit.
+        accept_changed: what a resume may find changed since the checkpoint
+            (:data:`~bots_verl.integration.fingerprint.ACCEPTABLE`).
     """
 
     selector: str
@@ -71,6 +74,7 @@ class BOTSSettings:
     domain: str | None
     method: str
     dry_run: bool
+    accept_changed: tuple[str, ...] = ()
 
     @property
     def task_id_path(self) -> tuple[str, ...]:
@@ -143,6 +147,12 @@ def parse_bots_config(config: DictConfig, *, check_hparams: bool = True) -> BOTS
     if not isinstance(dry_run, bool):
         raise ValueError(f"bots.dry_run must be true or false, got {dry_run!r}")
 
+    resume = bots.get("resume", None) or {}
+    accept = _plain(resume.get("accept_changed", None)) or []
+    if isinstance(accept, str) or not isinstance(accept, list) or any(a not in ACCEPTABLE for a in accept):
+        known = ", ".join(f"{k} ({v})" for k, v in ACCEPTABLE.items())
+        raise ValueError(f"bots.resume.accept_changed must be a list of: {known}; got {accept!r}")
+
     if check_hparams:
         # A 2-task pool with neutral reference columns checks the name, every hyperparameter and the reference
         # requirements (offline_easy2hard, bots_plus, implicit_only) without the dataset.
@@ -170,6 +180,7 @@ def parse_bots_config(config: DictConfig, *, check_hparams: bool = True) -> BOTS
         if check_hparams
         else run_log.get("method", None) or selector,
         dry_run=dry_run,
+        accept_changed=tuple(accept),
     )
 
 

@@ -16,7 +16,9 @@ they rely on are pinned in :mod:`bots_verl.integration.verl_pins`):
    trained on), and, with DAPO, reads the all-0/all-1 groups that dynamic sampling evicts before they are deleted.
 4. ``_fetch_one_gen_batch`` records the order in which prompts were dispatched; ``init`` (before any worker starts)
    and ``_load_checkpoint`` refuse to resume a checkpoint whose ``data.pt`` (the posterior) is missing; ``init`` also
-   refuses one that holds no BOTS sampler state (written by plain verl or another sampler).
+   refuses one that holds no BOTS sampler state (written by plain verl or another sampler), and ``_init_dataloader``
+   one whose posterior was built for another pool, reference columns or selector (its fingerprint,
+   :mod:`bots_verl.integration.fingerprint`), unless ``bots.resume.accept_changed`` accepts the change.
 
 ``trainer.v1.trainer_mode`` stays ``sync``: verl string-compares the mode in several places, so
 :class:`BOTSTaskRunner` runs verl's own ``TaskRunnerV1.run`` with ``BOTSTrainer`` standing in for the sync trainer.
@@ -42,13 +44,21 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from bots_verl.integration.actor import create_posterior_actor
+from bots_verl.integration.fingerprint import dataset_prompts_digest, run_fingerprint
 from bots_verl.integration.outcomes import Outcome, SuccessRule, aggregate_outcomes, read_outcomes
-from bots_verl.integration.resume import check_run_log_dir, resume_folder
-from bots_verl.integration.sampler import BOTSSampler, checkpoint_sampler_state
+from bots_verl.integration.resume import (
+    check_resume_data_pt,
+    check_resume_fingerprint,
+    check_run_log_dir,
+    missing_data_pt_message,
+    resume_folder,
+)
+from bots_verl.integration.sampler import BOTSSampler
 from bots_verl.integration.settings import (
     BOTSSettings,
     check_data_subset,
     check_verl_compat,
+    effective_hparams,
     parse_bots_config,
     replay_poll_interval,
 )
@@ -185,6 +195,8 @@ class BOTSTrainer(PPOTrainerSync):
         self._bots_dispatch_counter: Iterator[int] = itertools.count()
         self.bots_sampler: BOTSSampler | None = None
         self.bots_task_index: TaskIndex | None = None
+        # (folder, sampler state) of the checkpoint init() found to resume from, for the fingerprint check
+        self._bots_resume: tuple[str, dict[str, Any]] | None = None
         super().__init__(config)
 
     # -------------------------------------------------------------------------------------------- construction
@@ -219,6 +231,12 @@ class BOTSTrainer(PPOTrainerSync):
                 dataset_data_files(self.train_dataset), self.bots.reference_columns, path, self.bots_task_index
             )
         num_tasks = len(self.bots_task_index)
+        fingerprint = self._bots_fingerprint(reference)
+        if self._bots_resume is not None:
+            # verl built the dataset (the pool as the run sees it) and no worker has started: refuse a checkpoint
+            # whose posterior means something else before the actor is loaded with it
+            folder, sampler_state = self._bots_resume
+            check_resume_fingerprint(folder, sampler_state, fingerprint, self.bots.accept_changed)
         actor = create_posterior_actor(
             self.bots.actor_name,
             self.bots.actor_namespace,
@@ -229,7 +247,7 @@ class BOTSTrainer(PPOTrainerSync):
             hparams=self.bots.hparams,
         )
         self.bots_sampler = BOTSSampler(
-            actor, num_tasks, self.config.data.train_batch_size, self.bots_task_index.task_ids
+            actor, num_tasks, self.config.data.train_batch_size, self.bots_task_index.task_ids, fingerprint
         )
         self.train_dataloader = _with_sampler(self.train_dataloader, self.bots_sampler)
         self.train_dataloader_it = None
@@ -240,6 +258,19 @@ class BOTSTrainer(PPOTrainerSync):
             list(self.bots.reference_columns),
         )
 
+    def _bots_fingerprint(self, reference: Any) -> dict[str, Any]:
+        """This run's fingerprint: the pool verl built, the reference values read for it, the selector's hparams."""
+        return run_fingerprint(
+            task_ids=self.bots_task_index.task_ids,
+            prompts_sha256=dataset_prompts_digest(self.train_dataset, self.config.data.get("prompt_key", "prompt")),
+            reference_columns=self.bots.reference_columns,
+            reference=reference,
+            selector=self.bots.selector,
+            hparams=effective_hparams(
+                self.bots.selector, self.bots.hparams, len(self.bots.reference_columns), self.bots.seed
+            ),
+        )
+
     def _fetch_one_gen_batch(self):
         batch = super()._fetch_one_gen_batch()
         for uid in list(batch["uid"]):
@@ -247,18 +278,21 @@ class BOTSTrainer(PPOTrainerSync):
         return batch
 
     def init(self) -> None:
-        """verl's ``init``, after refusing at once a resume whose ``data.pt`` is missing or holds no BOTS state
-        (before workers start)."""
+        """verl's ``init``, after refusing at once a resume whose ``data.pt`` is missing or holds no BOTS state.
+
+        The checkpoint's fingerprint is compared with this run's in ``_init_dataloader``, which verl's ``init`` calls
+        first: the pool is known only once verl built the dataset, and workers start only after it.
+        """
         folder = resume_folder(self.config)
         if folder is not None:
-            check_resume_data_pt(folder)
+            self._bots_resume = (folder, check_resume_data_pt(folder))
         super().init()
 
     def _load_checkpoint(self):
         super()._load_checkpoint()
         # torchdata keeps a loaded state for the next iterator; none means data.pt was missing or empty
         if self.global_steps > 0 and getattr(self.train_dataloader, "next_iter_state", None) is None:
-            raise FileNotFoundError(_missing_data_pt(f"global_step_{self.global_steps}"))
+            raise FileNotFoundError(missing_data_pt_message(f"global_step_{self.global_steps}"))
 
     # -------------------------------------------------------------------------------------------- evidence
     def _bots_observe_evicted(self, keys: list[str], tags: list[dict], partition_id: str) -> None:
@@ -321,42 +355,6 @@ class BOTSTrainer(PPOTrainerSync):
         batch = super().step(metrics, timing_raw)
         metrics.update(self.bots_update(batch))
         return batch
-
-
-def check_resume_data_pt(folder: str | os.PathLike) -> None:
-    """Refuse to resume from the checkpoint ``folder`` unless its ``data.pt`` holds a BOTS sampler state.
-
-    torchdata hands the sampler its state only when ``data.pt`` has one (``sampler_state``): without this check a
-    ``data.pt`` written by plain verl or another sampler would resume the model while the posterior silently restarted
-    from the prior. The file is read here once more than verl reads it, before any worker starts.
-
-    Args:
-        folder: the ``global_step_N`` folder verl will resume from.
-
-    Raises:
-        FileNotFoundError: ``data.pt`` is missing.
-        ValueError: ``data.pt`` cannot be read or holds no BOTS sampler state (the message names the file and what is
-            missing).
-    """
-    folder = os.fspath(folder)
-    if not os.path.isfile(os.path.join(folder, "data.pt")):
-        raise FileNotFoundError(_missing_data_pt(folder))
-    try:
-        checkpoint_sampler_state(os.path.join(folder, "data.pt"))
-    except ValueError as err:
-        raise ValueError(
-            f"resuming from {folder}, but {err}: the BOTS posterior lives there, and restarting it from the prior "
-            "while the model resumes would silently change the run. Resume from a checkpoint of a BOTS run, or start "
-            "a new run (trainer.resume_mode=disable or another trainer.default_local_dir)"
-        ) from err
-
-
-def _missing_data_pt(folder: str) -> str:
-    return (
-        f"resuming from {folder} but its data.pt is missing or empty: the BOTS posterior lives there, and restarting "
-        "it from the prior while the model resumes would silently change the run. Restore data.pt, or start a new "
-        "run (trainer.resume_mode=disable or another trainer.default_local_dir)"
-    )
 
 
 def _with_sampler(loader: StatefulDataLoader, sampler: BOTSSampler) -> StatefulDataLoader:

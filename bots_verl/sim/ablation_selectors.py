@@ -71,6 +71,8 @@ class _PriorOptions:
     """
 
     PRIOR_DEFAULTS: ClassVar[dict[str, Any]] = {"prior": "uniform", "prior_strength": 4.0, "prior_column": 0}
+    # the per-task prior they define is restored from a checkpoint's posterior as saved
+    CHECKPOINT_HPARAMS: ClassVar[tuple[str, ...]] = ("alpha0", "beta0", "prior", "prior_strength", "prior_column")
     RETIRED: ClassVar[dict[str, str]] = {}
     RULES: ClassVar[Registry[SelectionRule]] = ABLATION_RULES
     hparams: dict[str, Any]
@@ -125,6 +127,8 @@ class BOTSPlusAblation(_PriorOptions, BOTSPlusSelector):
         "lam_max": 0.5,
         "error_momentum": 0.8,
     }
+    # rho and lam are restored from a checkpoint as they were (adapted or not), like the prior
+    CHECKPOINT_HPARAMS: ClassVar[tuple[str, ...]] = (*_PriorOptions.CHECKPOINT_HPARAMS, "rho", "lam")
 
     def __init__(self, num_tasks: int, *, reference_pass_rates: Any = None, seed: int = 0, **hparams: Any) -> None:
         super().__init__(num_tasks, reference_pass_rates=reference_pass_rates, seed=seed, **hparams)

@@ -161,3 +161,16 @@ def test_huge_attempts_are_rejected_before_they_reach_the_posterior():
         sel.update(np.arange(8), np.zeros(8), np.full(8, 1e308))
     assert pickle.dumps(sel.state_dict()) == before
     assert np.all(np.isfinite(sel.alpha)) and np.all(np.isfinite(sel.beta))
+
+
+def test_changed_hyperparameters_on_resume_are_reported_as_applied_or_not(caplog):
+    """``lam`` comes from the selector being built and applies; the prior ``alpha0`` lives in the posterior's state,
+    so the checkpoint's value stays and the warning says so (it used to list it as if it were applied)."""
+    state = _trained().state_dict()
+    resumed = build_selector("bots", N, reference_pass_rates=REF, seed=0, lam=0.3, alpha0=2.0)
+    with caplog.at_level("WARNING", logger="bots_verl.core.selector_base"):
+        resumed.load_state_dict(state)
+    applied, kept = (r.getMessage() for r in caplog.records)
+    assert "applied from now on" in applied and "'lam': (0.1, 0.3)" in applied and "alpha0" not in applied
+    assert "NOT applied" in kept and "'alpha0': (1.0, 2.0)" in kept
+    assert resumed.posterior.alpha0 == 1.0 and resumed.hparams["alpha0"] == 1.0 and resumed.lam == 0.3

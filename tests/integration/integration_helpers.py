@@ -121,6 +121,27 @@ def put_trajectories(
     return keys, tags
 
 
+def save_bots_data_pt(folder, num_tasks: int, fingerprint: dict | None, *, selector: str = "bots", refs: int = 2):
+    """A real ``data.pt`` (a ``StatefulDataLoader`` state with a :class:`BOTSSampler` posterior, ``torch.save``'d as
+    verl's checkpoint writes it) in ``folder``, with its posterior service in this process instead of a Ray actor."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    from bots_verl.integration.actor import PosteriorService
+    from bots_verl.integration.sampler import BOTSSampler
+
+    class InProcessSampler(BOTSSampler):
+        def _call(self, method, *args):
+            return getattr(self.actor, method)(*args)
+
+    reference = np.full((num_tasks, refs), 0.5) if refs else None
+    service = PosteriorService(selector, num_tasks, reference_pass_rates=reference, seed=1)
+    sampler = InProcessSampler(service, num_tasks, 2, list(range(num_tasks)), fingerprint)
+    loader = StatefulDataLoader(list(range(num_tasks)), batch_size=2, sampler=sampler)
+    next(iter(loader))
+    os.makedirs(folder, exist_ok=True)
+    torch.save(loader.state_dict(), os.path.join(folder, "data.pt"))
+
+
 # ------------------------------------------------------------------------------------------------- real runs
 TRAIN_ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "RAY_ADDRESS": ""}
 

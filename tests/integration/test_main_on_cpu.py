@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from integration_helpers import ROOT, base_overrides, compose, make_pool
+from integration_helpers import ROOT, base_overrides, compose, make_pool, save_bots_data_pt
 
 from bots_verl.integration.trainer import use_run_log
 from bots_verl.main import check_config, run
@@ -117,6 +117,49 @@ def test_verl_drift_is_refused_at_run_start_naming_the_version_and_the_changed_p
     if dry_run:  # the installed verl passes
         run(cfg)
         assert "BOTS dry run: config OK" in capsys.readouterr().out
+
+
+def test_dry_run_refuses_a_resume_whose_posterior_was_built_for_other_hparams_or_references(
+    pool, tokenizer_dir, tmp_path, capsys
+):
+    """The driver compares what it knows without the dataset (selector, hyperparameters, reference column names)
+    with the checkpoint's fingerprint, so the dry run already says what the trainer would refuse."""
+    from bots_verl.integration.fingerprint import run_fingerprint
+    from bots_verl.integration.settings import effective_hparams
+
+    ckpt = tmp_path / "ckpt"
+    columns = ["weak_pass_rate", "strong_pass_rate"]
+    fingerprint = run_fingerprint(
+        task_ids=None,
+        prompts_sha256=None,
+        reference_columns=columns,
+        reference=None,
+        selector="bots",
+        hparams=effective_hparams("bots", {}, 2),
+    )
+    save_bots_data_pt(ckpt / "global_step_2", 12, fingerprint)
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("2")
+
+    def dry_run(*extra):
+        overrides = [f"trainer.default_local_dir={ckpt}", "bots.dry_run=true", *extra]
+        run(compose(base_overrides(pool, tokenizer_dir, *overrides)))
+
+    dry_run()
+    assert "BOTS dry run: config OK" in capsys.readouterr().out
+    with pytest.raises(ValueError) as refused:
+        dry_run("+bots.hparams.lam=0.3")
+    message = str(refused.value)
+    assert f"resuming from {ckpt / 'global_step_2'}" in message
+    assert "hparams: lam 0.1 -> 0.3 (accept with bots.resume.accept_changed=[hparams])" in message
+    dry_run("+bots.hparams.lam=0.3", "bots.resume.accept_changed=[hparams]")
+    with pytest.raises(ValueError, match=r"reference_columns: names .*accept_changed=\[reference_columns\]"):
+        dry_run("bots.reference_columns=[strong_pass_rate,weak_pass_rate]")
+    with pytest.raises(ValueError, match="bots.resume.accept_changed must be a list of: pool"):
+        dry_run("bots.resume.accept_changed=[everything]")
+    save_bots_data_pt(ckpt / "global_step_2", 12, None)  # a checkpoint written before fingerprints
+    with pytest.raises(ValueError, match=r"accept_changed=\[missing_fingerprint\]"):
+        dry_run()
+    dry_run("bots.resume.accept_changed=[missing_fingerprint]")
 
 
 def test_task_id_column_and_baselines_validate(pool, tokenizer_dir):

@@ -1,4 +1,5 @@
-"""Resumes that would silently restart the BOTS posterior from the prior are refused before any worker starts.
+"""Resumes that would silently restart the BOTS posterior from the prior, or resume it for another pool, reference
+columns or selector (its fingerprint), are refused before any worker starts.
 
 Fast: no Ray, no model. The checkpoints are real ``StatefulDataLoader`` states saved with ``torch.save`` as verl's
 ``_save_checkpoint`` does: one from plain verl's sampler, one from :class:`BOTSSampler` (with its posterior service
@@ -10,13 +11,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from bots_verl.integration.actor import PosteriorService
+from bots_verl.integration.fingerprint import run_fingerprint
+from bots_verl.integration.resume import check_resume_fingerprint
 from bots_verl.integration.sampler import BOTSSampler
+from bots_verl.integration.settings import effective_hparams
 from bots_verl.integration.trainer import BOTSTrainer, check_resume_data_pt
 
 N, B, STEP = 12, 3, 2
@@ -62,7 +67,7 @@ def test_data_pt_without_bots_sampler_state_is_refused(tmp_path):
 
 def test_data_pt_with_bots_sampler_state_passes(tmp_path):
     folder = _bots_checkpoint(tmp_path)
-    assert check_resume_data_pt(folder) is None
+    assert check_resume_data_pt(folder)["task_ids"] == [f"t{i}" for i in range(N)]
 
 
 @pytest.mark.parametrize(
@@ -94,3 +99,127 @@ def test_trainer_init_checks_data_pt_before_verl_starts_workers(tmp_path, monkey
         with pytest.raises(ValueError, match="holds no BOTS sampler state"):
             trainer.init()
         assert started == []
+
+
+# ---------------------------------------------------------------------------------------------------- fingerprints
+IDS = [f"t{i}" for i in range(N)]
+REF = np.column_stack([np.linspace(0.0, 0.5, N), np.linspace(0.3, 1.0, N)])
+COLUMNS = ("weak_pass_rate", "strong_pass_rate")
+
+
+def _fingerprint(
+    *, ids=IDS, prompts="p" * 64, columns=COLUMNS, reference=REF, selector="bots", hparams=None, pool=True
+) -> dict:
+    """A run's fingerprint as BOTSTrainer computes it (pool=False: the driver's, without the dataset)."""
+    hparams = effective_hparams(selector, hparams or {}, len(columns))
+    return run_fingerprint(
+        task_ids=list(ids) if pool else None,
+        prompts_sha256=prompts if pool else None,
+        reference_columns=columns,
+        reference=reference if pool else None,
+        selector=selector,
+        hparams=hparams,
+    )
+
+
+def _fingerprinted_checkpoint(ckpt: Path, fingerprint: dict | None) -> Path:
+    """A real data.pt (torch.save'd StatefulDataLoader state) of a bots posterior, with ``fingerprint``."""
+    service = PosteriorService("bots", N, reference_pass_rates=REF, seed=1)
+    sampler = _InProcessSampler(service, N, B, IDS, fingerprint)
+    return _save_loader_state(StatefulDataLoader(list(range(N)), batch_size=B, sampler=sampler), ckpt)
+
+
+def _resume(folder: Path, current: dict, accept=()) -> None:
+    check_resume_fingerprint(folder, check_resume_data_pt(folder), current, accept)
+
+
+CHANGES = [
+    # (what this run has, the part named, the override that accepts it)
+    ({"columns": COLUMNS[::-1], "reference": REF[:, ::-1]}, "reference_columns: names", "reference_columns"),
+    ({"reference": REF * 0.9}, "reference_columns: values", "reference_columns"),
+    ({"prompts": "q" * 64}, f"pool: the same {N} task ids with other prompts", "pool"),
+    ({"hparams": {"lam": 0.2}}, "hparams: lam 0.1 -> 0.2", "hparams"),
+]
+
+
+@pytest.mark.parametrize(("change", "named", "override"), CHANGES)
+def test_a_changed_pool_reference_or_hparam_is_refused_naming_the_override_that_accepts_it(
+    tmp_path, change, named, override
+):
+    folder = _fingerprinted_checkpoint(tmp_path, _fingerprint())
+    with pytest.raises(ValueError) as refused:
+        _resume(folder, _fingerprint(**change))
+    message = str(refused.value)
+    assert f"resuming from {folder}, but its BOTS posterior was built for another run" in message
+    assert named in message and f"accept with bots.resume.accept_changed=[{override}]" in message
+    assert "trainer.resume_mode=disable" in message
+    _resume(folder, _fingerprint(**change), accept=[override])  # accepted with the override
+    with pytest.raises(ValueError, match=named):
+        _resume(folder, _fingerprint(**change), accept=[o for o in ("pool", "hparams") if o != override])
+
+
+def test_the_same_run_resumes_and_the_driver_compares_what_it_knows(tmp_path):
+    folder = _fingerprinted_checkpoint(tmp_path, _fingerprint())
+    _resume(folder, _fingerprint())
+    _resume(folder, _fingerprint(pool=False, prompts="other"))  # the driver has no pool: not compared
+    with pytest.raises(ValueError, match="reference_columns: names"):
+        _resume(folder, _fingerprint(pool=False, columns=("weak_pass_rate", "other_pass_rate")))
+
+
+@pytest.mark.parametrize(
+    ("change", "named", "why"),
+    [
+        ({"ids": IDS[::-1]}, f"pool: {N} tasks -> {N} tasks, task ids", "indexed by the pool's positions"),
+        ({"ids": IDS[:-1]}, f"pool: {N} tasks -> {N - 1} tasks", "indexed by the pool's positions"),
+        ({"hparams": {"alpha0": 2.0}}, "hparams: alpha0 1.0 -> 2.0", "would not apply; set it back to 1.0"),
+        ({"selector": "mopps", "hparams": {}}, "selector: 'bots' -> 'mopps'", "another selector's state"),
+    ],
+)
+def test_changes_no_override_can_accept_are_refused_saying_why(tmp_path, change, named, why):
+    folder = _fingerprinted_checkpoint(tmp_path, _fingerprint())
+    everything = ["pool", "reference_columns", "hparams", "missing_fingerprint"]
+    with pytest.raises(ValueError) as refused:
+        _resume(folder, _fingerprint(**change), accept=everything)
+    message = str(refused.value)
+    assert named in message and "no override: " in message and why in message
+
+
+def test_a_checkpoint_without_a_fingerprint_is_refused_unless_accepted(tmp_path):
+    folder = _fingerprinted_checkpoint(tmp_path, None)  # as every checkpoint written before fingerprints
+    with pytest.raises(ValueError) as refused:
+        _resume(folder, _fingerprint())
+    message = str(refused.value)
+    assert f"resuming from {folder}, but its data.pt does not record what its BOTS posterior was built for" in message
+    assert "fingerprint: the checkpoint has none" in message
+    assert "accept with bots.resume.accept_changed=[missing_fingerprint]" in message
+    _resume(folder, _fingerprint(), accept=["missing_fingerprint"])
+
+
+def test_a_resumed_run_writes_its_own_fingerprint(tmp_path):
+    """After an accepted change the next checkpoint records the run as it now is, so the next resume is clean."""
+    folder = _fingerprinted_checkpoint(tmp_path / "a", _fingerprint())
+    state = check_resume_data_pt(folder)
+    changed = _fingerprint(hparams={"lam": 0.2})
+    sampler = _InProcessSampler(PosteriorService("bots", N, reference_pass_rates=REF, seed=1), N, B, IDS, changed)
+    sampler.load_state_dict(torch.load(folder / "data.pt", weights_only=False)["_sampler_iter_state"]["sampler_state"])
+    assert state["fingerprint"] == _fingerprint() and sampler.state_dict()["fingerprint"] == changed
+
+
+def test_the_prompt_digest_depends_on_the_rows_not_on_how_the_dataset_holds_them(caplog):
+    import datasets
+
+    from bots_verl.integration.fingerprint import dataset_prompts_digest
+
+    rows = [{"prompt": [{"role": "user", "content": f"q{i}"}], "extra_info": {"index": i}} for i in range(20)]
+
+    def dataset(frame):
+        return type("Dataset", (), {"dataframe": frame})()
+
+    whole = datasets.Dataset.from_list(rows)
+    # verl's train_max_samples and filtering leave an indices mapping over the full table
+    subset = datasets.Dataset.from_list(rows[::-1] + rows).select(range(20, 40))
+    assert dataset_prompts_digest(dataset(subset), "prompt") == dataset_prompts_digest(dataset(whole), "prompt")
+    edited = datasets.Dataset.from_list([*rows[:-1], {**rows[-1], "prompt": [{"role": "user", "content": "x"}]}])
+    assert dataset_prompts_digest(dataset(edited), "prompt") != dataset_prompts_digest(dataset(whole), "prompt")
+    assert dataset_prompts_digest(dataset(whole), "question") is None
+    assert "no 'question' column (data.prompt_key)" in caplog.text

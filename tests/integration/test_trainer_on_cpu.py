@@ -280,6 +280,78 @@ def test_reference_columns_are_read_from_the_local_copies_of_remote_files(ray_tq
     assert sorted(trainer.bots_task_index.task_ids) == sorted(frame["extra_info"].map(lambda e: e["index"]))
 
 
+class WorkersWouldStart(Exception):
+    """Raised where verl's init starts creating worker resource pools (after the dataset and the resume checks)."""
+
+
+def test_a_resume_into_another_pool_or_reference_is_refused_before_workers_start(
+    ray_tq, tmp_path, tokenizer_dir, monkeypatch
+):
+    """The fingerprint in data.pt against the pool and reference columns the trainer reads (real RLHFDataset,
+    StatefulDataLoader, torch.save'd data.pt): swapped or changed reference columns and regenerated prompts under the
+    same ids resumed silently before; now ``init`` refuses them, naming the override, before any worker starts."""
+    import pandas as pd
+    import ray
+    import torch
+    from verl.trainer.ppo.v1 import trainer_base
+
+    path, ckpt = tmp_path / "train.parquet", tmp_path / "ckpt"
+    frame = make_pool(path, 40)
+
+    def cfg(train=path, *extra):
+        config = compose(base_overrides(str(train), tokenizer_dir, f"trainer.default_local_dir={ckpt}", *extra))
+        OmegaConf.set_struct(config, True)
+        return config
+
+    # the checkpoint of a run, written as verl's _save_checkpoint writes data.pt
+    first = BOTSTrainer(cfg())
+    first._init_tokenizer()
+    first._init_dataloader()
+    next(iter(first.train_dataloader))
+    (ckpt / "global_step_1").mkdir(parents=True)
+    torch.save(first.train_dataloader.state_dict(), ckpt / "global_step_1" / "data.pt")
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("1")
+    ray.kill(first.bots_sampler.actor)
+
+    def workers_would_start(self):
+        raise WorkersWouldStart
+
+    monkeypatch.setattr(trainer_base.PPOTrainer, "_init_resource_pool_mgr", workers_would_start)
+
+    def resume(config, refused: str | None = None) -> None:
+        trainer = BOTSTrainer(config)
+        try:
+            with pytest.raises(ValueError if refused else WorkersWouldStart) as raised:
+                trainer.init()
+            if refused:
+                assert refused in str(raised.value)
+                assert trainer.bots_sampler is None  # no posterior actor was created either
+        finally:
+            if trainer.bots_sampler is not None:
+                ray.kill(trainer.bots_sampler.actor)
+
+    swapped = "bots.reference_columns=[strong_pass_rate,weak_pass_rate]"
+    resume(cfg())  # the same run resumes
+    resume(cfg(path, swapped), "reference_columns: names ['weak_pass_rate', 'strong_pass_rate'] -> ['strong_pass_rate'")
+    resume(cfg(path, swapped, "bots.resume.accept_changed=[reference_columns]"))
+    # regenerated data: the same ids with other prompts, or other reference values
+    regenerated = tmp_path / "regenerated" / "train.parquet"
+    regenerated.parent.mkdir()
+    frame.assign(prompt=[[{"role": "user", "content": "now " + p[0]["content"]}] for p in frame["prompt"]]).to_parquet(
+        regenerated
+    )
+    resume(cfg(regenerated), "pool: the same 40 task ids with other prompts")
+    resume(cfg(regenerated, "bots.resume.accept_changed=[pool]"))
+    rescored = tmp_path / "rescored" / "train.parquet"
+    rescored.parent.mkdir()
+    frame.assign(weak_pass_rate=frame["weak_pass_rate"] / 2).to_parquet(rescored)
+    resume(cfg(rescored), "reference_columns: values")
+    # a changed hyperparameter: the one that lives in the posterior can never change
+    resume(cfg(path, "+bots.hparams.lam=0.3"), "hparams: lam 0.1 -> 0.3 (accept with bots.resume.accept_changed")
+    resume(cfg(path, "+bots.hparams.alpha0=2.0", "bots.resume.accept_changed=[hparams]"), "alpha0 1.0 -> 2.0 (no")
+    assert isinstance(pd.read_parquet(path), pd.DataFrame)  # the checkpoint's own data is untouched
+
+
 def test_bad_settings_fail_in_constructor(config):
     config.data.dataloader_num_workers = 2
     with pytest.raises(ValueError, match="dataloader_num_workers"):
