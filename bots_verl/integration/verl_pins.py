@@ -120,7 +120,32 @@ PINS: dict[str, tuple[str, str]] = {
     ),
     "verl.trainer.ppo.v1.agent_loop_tq:AgentLoopWorkerTQ._agent_loop_postprocess": (
         "523edacbff73640dee470baf8c1f09fb3450e4095c05d5d2226f9ef706604b5b",
-        "trajectory keys {uid}_{session}_{output} and the fields outcomes.py and canonical_order read",
+        "trajectory keys {uid}_{session}_{output} and the fields outcomes.py and canonical_order read; "
+        "verl_cpu.agent_loop.GroupedAgentLoopWorker overrides it and writes the same records, keys and tags",
+    ),
+    "verl.trainer.ppo.v1.agent_loop_tq:AgentLoopWorkerTQ._run_prompt": (
+        "3d9bca6b0ea5fe25f5f99d3d86ba874a87f649fe362d379dc434409228cd6d32",
+        "GroupedAgentLoopWorker._run_prompt re-implements it (running/finished/failure statuses, n, greedy override)",
+    ),
+    "verl.trainer.ppo.v1.agent_loop_tq:AgentLoopManagerTQ.__init__": (
+        "9f1e99d66170d3326c6c1d0062ba37ad35dcff0585fdf38e7998acd38efe8de5",
+        "GroupedAgentLoopManager replaces the agent_loop_workers_class set here after calling it",
+    ),
+    "verl.experimental.agent_loop.agent_loop:AgentLoopManager._init_agent_loop_workers": (
+        "7c577f83ba5d9f44213267fbdbe1883afb3ddf3fe0fb55e2e1686d3ec1320fb1",
+        "creates the workers from self.agent_loop_workers_class (GroupedAgentLoopManager's worker)",
+    ),
+    "verl.experimental.agent_loop.agent_loop:AgentLoopWorker._run_agent_loop": (
+        "32c3d607c5d4c9fa124c9d53a476689b63aeb2662f28c9cc1933fc6ec3e9e989",
+        "returns what _agent_loop_postprocess returns (GroupedAgentLoopWorker's session, scored and written later)",
+    ),
+    "verl.experimental.agent_loop.agent_loop:AgentLoopWorker._compute_score": (
+        "cf4b57719ad3c1b236e49fb99dddc4f6cf05bc0fb125e1475ce5c2534af2b742",
+        "GroupedAgentLoopWorker._score_batch builds the same reward rows (one per session) and falls back to it",
+    ),
+    "verl.experimental.reward_loop.reward_loop:RewardLoopWorker.compute_score_batch": (
+        "9852cc45bd3fc72deaa3a195fee09401fefeb1d809e9fdd21c25986adba238b9",
+        "scores each row as its own compute_score call (GroupedAgentLoopWorker's one reward call per group)",
     ),
     "verl.utils.dataset.rl_dataset:RLHFDataset._download": (
         "3c801c9bdead5d2c24eb3345ba5323d338aa6c2eb559710ab00fd2b5e47a3467",

@@ -11,7 +11,9 @@ Every Ray process then imports :mod:`.register` through verl's ``VERL_USE_EXTERN
   ``BaseRollout`` adapter that hands it the trainer's weights (:mod:`.hf_rollout`);
 - two compat fixes (:mod:`.compat`): plain gloo process groups and unpinned reference-model offload.
 
-Everything else (TransferQueue, agent loop, reward loop, replay buffer, FSDP, checkpoints, weight sync) is verl's own
-code. The private verl names this relies on are pinned in :mod:`bots_verl.integration.verl_pins`. This package's
-``__init__`` imports nothing, so the rollout server process (which needs only torch and transformers) stays light.
+The CPU settings also select the agent-loop manager of :mod:`.agent_loop` (verl's TransferQueue manager, with one
+reward call and one TransferQueue write per prompt group instead of per rollout, writing the same records). Everything
+else (TransferQueue, agent loop, reward loop, replay buffer, FSDP, checkpoints, weight sync) is verl's own code. The
+private verl names this relies on are pinned in :mod:`bots_verl.integration.verl_pins`. This package's ``__init__``
+imports nothing, so the rollout server process (which needs only torch and transformers) stays light.
 """
