@@ -20,6 +20,7 @@ import argparse
 import json
 import logging
 import os
+import queue
 import re
 import shutil
 import signal
@@ -27,15 +28,18 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bots_verl import runlog
 from bots_verl.toy.evaluate import EXACT_METRIC, POOL_METRIC, checkpoint_steps, evaluate_checkpoints
+from bots_verl.verl_cpu.cluster import SharedRayCluster
 from bots_verl.verl_cpu.hooks import TRAIN_THREADS_ENV
+from bots_verl.verl_cpu.launch import MIN_RAY_CPUS
 from bots_verl.verl_cpu.smoke import ENV as TRAINING_ENV
 
 logger = logging.getLogger(__name__)
@@ -195,8 +199,13 @@ def _train_one(
     root: Path,
     tasks: tuple[list, list],
     timeout: float,
+    clusters: queue.Queue | None = None,
 ) -> dict[str, Any]:
-    """Train, evaluate and finish one run; returns its ``done.json`` record (read back when it exists)."""
+    """Train, evaluate and finish one run; returns its ``done.json`` record (read back when it exists).
+
+    With ``clusters`` (a queue of :class:`SharedRayCluster`), the run borrows one, attaches to it and returns it
+    after training, instead of starting and stopping a Ray cluster of its own.
+    """
     run_dir = root / "runs" / f"{selector}_s{seed}"
     done_file = run_dir / "done.json"
     if done_file.is_file():
@@ -217,7 +226,10 @@ def _train_one(
     logger.info(
         "%s: training %d steps%s", run_dir.name, profile.steps, f" from step {resumed_from}" * bool(resumed_from)
     )
-    with (run_dir / "train.log").open("a") as log:
+    with _borrowed(clusters) as cluster, (run_dir / "train.log").open("a") as log:
+        if cluster is not None:
+            cluster.wait_idle()
+            env.update(cluster.env)
         with _CHILDREN_LOCK:
             if _STOP.is_set():
                 raise RuntimeError(f"{run_dir.name}: not started, the benchmark is stopping")
@@ -270,6 +282,19 @@ def _train_one(
         accuracy[profile.steps][EXACT_METRIC],
     )
     return record
+
+
+@contextmanager
+def _borrowed(clusters: queue.Queue | None) -> Iterator[SharedRayCluster | None]:
+    """Take a shared cluster from ``clusters`` for one run (None without a queue) and give it back afterwards."""
+    if clusters is None:
+        yield None
+        return
+    cluster = clusters.get()
+    try:
+        yield cluster
+    finally:
+        clusters.put(cluster)
 
 
 def _analyse(root: Path, run_dirs: Sequence[Path] = ()) -> dict[str, str]:
@@ -364,9 +389,22 @@ def _curves(records: Sequence[dict[str, Any]], selectors: Sequence[str], key: st
 
 
 def run_benchmark(
-    profile: BenchmarkProfile, root: Path, prepare_jobs: int = 2, timeout: float = 3600.0
+    profile: BenchmarkProfile,
+    root: Path,
+    prepare_jobs: int = 2,
+    timeout: float = 3600.0,
+    shared_clusters: bool = True,
 ) -> dict[str, Any]:
-    """Prepare, train, evaluate and analyse; returns the summary (also written to ``<root>/summary.json``)."""
+    """Prepare, train, evaluate and analyse; returns the summary (also written to ``<root>/summary.json``).
+
+    Args:
+        profile: the benchmark's sizes.
+        root: the benchmark directory.
+        prepare_jobs: processes for preparing the artifacts.
+        timeout: seconds per training process.
+        shared_clusters: start one Ray cluster per concurrent run and let the runs attach to it, so each run skips
+            Ray's start and stop (:mod:`bots_verl.verl_cpu.cluster`); False: every run starts its own.
+    """
     from bots_verl.toy.prepare import prepare
     from bots_verl.toy.tasks import parse_prompt
 
@@ -385,17 +423,28 @@ def run_benchmark(
     plan = [(sel, seed) for seed in profile.seeds for sel in profile.selectors]
     train_start = time.monotonic()
     _STOP.clear()
-    pool = ThreadPoolExecutor(max_workers=max(1, profile.jobs))
-    try:
-        futures = [pool.submit(_train_one, manifest, profile, s, seed, root, tasks, timeout) for s, seed in plan]
-        records = _results(futures, [root / "runs" / f"{s}_s{seed}" for s, seed in plan])
-    except BaseException:
-        # Ctrl-C, SIGTERM or a failed run: start nothing more and stop the runs in flight (a rerun resumes them
-        # from their last checkpoint), instead of letting the pool run every queued run to the end.
-        _stop_children()
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    pending = [(s, seed) for s, seed in plan if not (root / "runs" / f"{s}_s{seed}" / "done.json").is_file()]
+    jobs = max(1, profile.jobs)
+    with ExitStack() as stack:
+        clusters: queue.Queue | None = None
+        if shared_clusters and pending:
+            # one cluster per run in flight: a cluster serves one run at a time (TransferQueue's fixed actor names)
+            clusters = queue.Queue()
+            for _ in range(min(jobs, len(pending))):
+                clusters.put(stack.enter_context(SharedRayCluster(num_cpus=MIN_RAY_CPUS, num_gpus=1)))
+        pool = ThreadPoolExecutor(max_workers=jobs)
+        try:
+            futures = [
+                pool.submit(_train_one, manifest, profile, s, seed, root, tasks, timeout, clusters) for s, seed in plan
+            ]
+            records = _results(futures, [root / "runs" / f"{s}_s{seed}" for s, seed in plan])
+        except BaseException:
+            # Ctrl-C, SIGTERM or a failed run: start nothing more and stop the runs in flight (a rerun resumes them
+            # from their last checkpoint), instead of letting the pool run every queued run to the end.
+            _stop_children()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
     train_s = time.monotonic() - train_start
     tables = _analyse(root)
     summary = {
@@ -527,6 +576,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loss-agg-mode", help="verl's actor.loss_agg_mode (default: the profile's)")
     parser.add_argument("--eval-every", type=int, help="steps between evaluated checkpoints (default: the profile's)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per training process")
+    parser.add_argument(
+        "--own-clusters",
+        action="store_true",
+        help="every run starts and stops its own Ray cluster (default: one shared cluster per concurrent run)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="check the settings, print the plan, create nothing")
     parser.add_argument(
         "--summarize-finished",
@@ -565,7 +619,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"toy benchmark: {summary['finished_runs']} of {summary['planned_runs']} runs finished")
         return 0
     try:
-        summary = run_benchmark(profile, root, timeout=args.timeout)
+        summary = run_benchmark(profile, root, timeout=args.timeout, shared_clusters=not args.own_clusters)
     except (RuntimeError, subprocess.CalledProcessError) as exc:
         # on stderr whatever the logging setup: a failed run's message names it and ends with its log's tail
         print(f"toy benchmark failed: {exc}", file=sys.stderr)

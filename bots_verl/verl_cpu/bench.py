@@ -31,7 +31,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
+
+from bots_verl.verl_cpu.cluster import SharedRayCluster
+from bots_verl.verl_cpu.launch import MIN_RAY_CPUS
 
 logger = logging.getLogger(__name__)
 
@@ -61,15 +65,24 @@ def _tree_cpu_seconds(pid: int) -> float:
 
 
 def run_and_watch(
-    command: list[str], metrics: Path, cwd: Path, timeout: float
+    command: list[str],
+    metrics: Path,
+    cwd: Path,
+    timeout: float,
+    env: dict[str, str] | None = None,
+    cluster_pid: int | None = None,
 ) -> tuple[float, dict[int, float], dict[int, float]]:
-    """Run ``command``; return (launch time, arrival time and CPU seconds of the run's processes at each step line)."""
+    """Run ``command``; return (launch time, arrival time and CPU seconds of the run's processes at each step line).
+
+    With ``cluster_pid`` (the head of a shared cluster the run attached to), the CPU seconds also count that
+    process tree: the run's Ray workers descend from the cluster's raylet, not from the run.
+    """
     log_path = cwd / "train.log"
     arrivals: dict[int, float] = {}
     cpu: dict[int, float] = {}
     start = time.monotonic()
     with log_path.open("w") as log:
-        proc = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
         seen = 0
         while proc.poll() is None:
             if time.monotonic() - start > timeout:
@@ -81,7 +94,10 @@ def run_and_watch(
                     if line.strip():
                         step = int(json.loads(line)["step"])
                         arrivals.setdefault(step, time.monotonic())
-                        cpu.setdefault(step, _tree_cpu_seconds(proc.pid))
+                        used = _tree_cpu_seconds(proc.pid)
+                        if cluster_pid is not None:
+                            used += _tree_cpu_seconds(cluster_pid)
+                        cpu.setdefault(step, used)
                 seen = len(lines)
             time.sleep(0.05)
     if proc.returncode != 0:
@@ -103,6 +119,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout", type=float, default=1200.0)
     parser.add_argument("--floor-repeats", type=int, default=5, help="timed plain-torch steps (0: no floor)")
     parser.add_argument("--workdir", default=None, help="keep the run here (default: a temporary directory)")
+    parser.add_argument(
+        "--shared-cluster",
+        action="store_true",
+        help="start a Ray cluster first and let the run attach to it, as the toy benchmark's runs do (the "
+        "cluster's own start is not counted in the start-up)",
+    )
     parser.add_argument("extra", nargs="*", help="more bots_verl.main overrides (after --)")
     args = parser.parse_args(argv)
     if args.steps <= args.warmup:
@@ -126,9 +148,17 @@ def main(argv: list[str] | None = None) -> None:
             f"bots.run_log.dir={run_dir}",
             *args.extra,
         ]
-        load_before = _load()
-        start, arrivals, cpu = run_and_watch(command, run_dir / "metrics.jsonl", work, args.timeout)
-        load_after = _load()
+        with ExitStack() as stack:
+            env, cluster_pid = None, None
+            if args.shared_cluster:
+                cluster = stack.enter_context(SharedRayCluster(num_cpus=MIN_RAY_CPUS, num_gpus=1))
+                env, cluster_pid = {**os.environ, **cluster.env}, cluster.pid
+                print(f"shared Ray cluster up in {cluster.startup_s:.1f} s (not part of the start-up below)")
+            load_before = _load()
+            start, arrivals, cpu = run_and_watch(
+                command, run_dir / "metrics.jsonl", work, args.timeout, env=env, cluster_pid=cluster_pid
+            )
+            load_after = _load()
         records = {}
         for line in (run_dir / "metrics.jsonl").read_text().splitlines():
             if line.strip():

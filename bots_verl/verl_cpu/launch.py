@@ -12,7 +12,8 @@
    runner, workers, rollout server, agent-loop and reward workers all load the backend.
 3. **Ray.** ``ray_kwargs.ray_init`` gets ``num_gpus`` = the training ranks (logical GPUs: verl's resource pools
    ask for GPU bundles) and ``num_cpus`` >= :data:`MIN_RAY_CPUS` (logical: TransferQueue's actors hang on a
-   2-core box with fewer).
+   2-core box with fewer); with ``RAY_ADDRESS`` set, the run attaches to that cluster instead
+   (:mod:`bots_verl.verl_cpu.cluster`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from bots_verl.verl_cpu.cluster import attached_address
 from bots_verl.verl_cpu.hooks import TRAIN_THREADS_ENV
 
 logger = logging.getLogger(__name__)
@@ -135,12 +137,28 @@ def apply_cpu_settings(config: DictConfig, user_keys: Iterable[str] = ()) -> lis
 
 
 def set_ray_init(config: DictConfig, env: dict[str, str]) -> None:
-    """Put the logical resources and the environment into ``ray_kwargs.ray_init`` (read by verl's ``run_ppo``)."""
+    """Put the logical resources and the environment into ``ray_kwargs.ray_init`` (read by verl's ``run_ppo``).
+
+    When ``RAY_ADDRESS`` names a running cluster (:class:`bots_verl.verl_cpu.cluster.SharedRayCluster`), the run
+    attaches to it: ``ray.init`` refuses resource arguments then, so none are set; the cluster was sized by its owner.
+
+    Raises:
+        ValueError: if the command line set ``ray_kwargs.ray_init.num_cpus`` while ``RAY_ADDRESS`` is set.
+    """
     ranks = int(config.trainer.n_gpus_per_node) * int(config.trainer.nnodes)
+    address = attached_address()
     with open_dict(config):
         ray_init = config.ray_kwargs.ray_init
-        ray_init.num_cpus = max(MIN_RAY_CPUS, int(ray_init.get("num_cpus", None) or 0))
-        ray_init.num_gpus = ranks
+        if address is None:
+            ray_init.num_cpus = max(MIN_RAY_CPUS, int(ray_init.get("num_cpus", None) or 0))
+            ray_init.num_gpus = ranks
+        elif ray_init.get("num_cpus", None) is not None or ray_init.get("num_gpus", None) is not None:
+            raise ValueError(
+                f"RAY_ADDRESS={address} attaches this run to a running Ray cluster, whose resources are fixed: "
+                "leave ray_kwargs.ray_init.num_cpus/num_gpus unset (or unset RAY_ADDRESS to start a cluster)"
+            )
+        else:
+            logger.info("attaching to the Ray cluster at %s (RAY_ADDRESS)", address)
         ray_init.include_dashboard = False
         if ray_init.get("runtime_env", None) is None:
             ray_init.runtime_env = {}

@@ -45,6 +45,8 @@ def test_every_run_trains_and_is_evaluated(bench) -> None:
         assert record["accuracy"]["0"] == pytest.approx(metrics[0][EXACT_METRIC])
         # only the last checkpoint is kept
         assert sorted(p.name for p in (run_dir / "ckpt").glob("global_step_*")) == [f"global_step_{prof.steps}"]
+        # the run attached to one of the benchmark's shared Ray clusters instead of starting its own
+        assert "attaching to the Ray cluster at" in (run_dir / "train.log").read_text()
     starts = {r["accuracy"]["0"] for r in summary["runs"]}
     assert len(starts) == 1, "every run starts from the same policy"
     # the updates changed the policy (an evaluation that ignored the checkpoint would not move)

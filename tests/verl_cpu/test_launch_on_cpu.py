@@ -57,7 +57,8 @@ def test_settings_the_cpu_backend_cannot_run_with_are_refused():
         launch.check_cpu_settings(config)
 
 
-def test_ray_gets_logical_gpus_cpus_and_the_backend_environment():
+def test_ray_gets_logical_gpus_cpus_and_the_backend_environment(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
     config = _compose("trainer.n_gpus_per_node=2", "+ray_kwargs.ray_init.runtime_env.env_vars.MY_VAR=1")
     env = launch.env_vars()
     launch.set_ray_init(config, env)
@@ -66,6 +67,19 @@ def test_ray_gets_logical_gpus_cpus_and_the_backend_environment():
     env_vars = ray_init["runtime_env"]["env_vars"]
     assert env_vars["MY_VAR"] == 1 and env_vars["VERL_PLATFORM"] == "cpu"
     assert "bots_verl.verl_cpu.register" in env_vars["VERL_USE_EXTERNAL_MODULES"].split(",")
+
+
+def test_a_run_attaches_to_the_cluster_in_ray_address_without_resource_arguments(monkeypatch):
+    # ray.init refuses num_cpus/num_gpus when it attaches (bots_verl.verl_cpu.cluster shares one cluster)
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    config = _compose("trainer.n_gpus_per_node=2")
+    launch.set_ray_init(config, launch.env_vars())
+    ray_init = OmegaConf.to_container(config.ray_kwargs.ray_init)
+    assert ray_init.get("num_cpus") is None and ray_init.get("num_gpus") is None
+    assert ray_init["runtime_env"]["env_vars"]["VERL_PLATFORM"] == "cpu"
+    pinned = _compose("ray_kwargs.ray_init.num_cpus=8")
+    with pytest.raises(ValueError, match="RAY_ADDRESS=10.0.0.1:6379 attaches.*num_cpus"):
+        launch.set_ray_init(pinned, launch.env_vars())
 
 
 def test_dry_run_of_the_two_key_command_line(tmp_path):
