@@ -15,7 +15,8 @@ reported apart, as the peak of the sampled sum over the scorer's descendant proc
 
 Workloads (every answer scores 0): ``flood`` prints ``\\x01`` without end (the worst case for JSON, which escapes a
 control byte as six); ``at-cap`` prints one byte less than the 16 MiB cap of ``\\x01`` and exits 0, so its output is
-shipped and compared; ``lines`` does the same with two-character lines (the most lines the comparison can be given).
+shipped and compared; ``lines`` does the same with lines of two digits (as lists of lines, the costliest output for
+the comparison).
 
 A watchdog stops a measurement (and its sandboxes) when the machine's available memory falls below
 ``--min-available-gib``: the pre-fix scorer needs ~290 MiB per flooding answer, more than a small machine has for 64.
@@ -41,7 +42,7 @@ _CAP = 16 << 20
 _WORKLOADS = {
     "flood": "import sys\nwhile True:\n    sys.stdout.write('\\x01' * 65536)\n",
     "at-cap": f"import sys\nsys.stdout.write('\\x01' * {_CAP - 1})\n",
-    "lines": f"import sys\nsys.stdout.write('7\\n' * {(_CAP - 1) // 2})\n",
+    "lines": f"import sys\nsys.stdout.write('12\\n' * {(_CAP - 1) // 3})\n",
 }
 _TESTS = json.dumps({"inputs": ["1\n"], "outputs": ["1\n"]})
 
