@@ -17,6 +17,7 @@ Roles:
 
 Wire format: a frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON. Values travel as a flat node
 table (:func:`encode_value`), so deep or cyclic structures need no recursion and cannot blow the stack of the reader.
+The report of a stdin run is followed by the run's output as raw bytes (:func:`write_run`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,19 @@ def write_frame(fd: int, obj: object) -> None:
     view = memoryview(HEADER.pack(len(data)) + data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def write_run(fd: int, report: dict, output: list[bytes]) -> None:
+    """Write a run's report frame, then its ``report["stdout_bytes"]`` bytes of output raw, not as JSON.
+
+    JSON would escape a control byte as six (``\\u0001``), and the scorer would hold the frame, a copy and the
+    decoded string at once; raw, the scorer reads exactly the announced bytes (at most the output cap) into one buffer.
+    """
+    write_frame(fd, report)
+    for chunk in output:
+        view = memoryview(chunk)
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 def _read_exact(fd: int, size: int) -> bytes | None:
@@ -329,11 +343,18 @@ def _exit_code(exc: SystemExit) -> int:
     return code if type(code) is int else 1
 
 
-def _run_program_once(code_obj: object, stdin_text: str, settings: dict, proto: tuple[int, int]) -> dict:
+def _run_program_once(
+    code_obj: object, stdin_text: str, settings: dict, proto: tuple[int, int]
+) -> tuple[dict, list[bytes]]:
     """Fork, run the program with ``stdin_text`` as standard input, and collect its standard output.
 
     The output is what the program wrote by the time its main process exited; processes it left behind are killed
-    (in a PID namespace of our own: all of them) and not waited for.
+    (in a PID namespace of our own: all of them) and not waited for. At most ``max_output_bytes`` plus one read are
+    held; a program that writes more is killed then, and its output is dropped.
+
+    Returns:
+        The report (``stdout_bytes``, ``truncated``, ``exit``) and the output as chunks of ``stdout_bytes`` bytes
+        in all (none when truncated); :func:`write_run` sends both.
     """
     import select
     import signal
@@ -446,15 +467,16 @@ def _run_program_once(code_obj: object, stdin_text: str, settings: dict, proto: 
     for fd in (out_r, stdin_w, exited_fd):
         if fd is not None and fd >= 0:
             os.close(fd)
-    truncated = size > max_output
-    result = {"stdout": b"".join(chunks)[: max_output + 1].decode("utf-8", errors="replace"), "truncated": truncated}
-    if truncated:
-        result["exit"] = None
-    elif os.WIFEXITED(status):
+    if size > max_output:
+        # A flooded run fails whatever it printed: its output is dropped here, inside the sandbox, so that the
+        # scorer never receives, buffers or decodes it.
+        return {"stdout_bytes": 0, "truncated": True, "exit": None}, []
+    result: dict = {"stdout_bytes": size, "truncated": False}
+    if os.WIFEXITED(status):
         result["exit"] = os.WEXITSTATUS(status)
     else:
         result["exit"] = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-    return result
+    return result, chunks
 
 
 def _quit(code: object = None) -> None:
@@ -488,7 +510,7 @@ def _worker(settings: dict) -> None:
             request = read_frame(proto_in)
             if not isinstance(request, dict):
                 return
-            write_frame(proto_out, _run_program_once(code_obj, request["stdin"], settings, proto))
+            write_run(proto_out, *_run_program_once(code_obj, request["stdin"], settings, proto))
 
     namespace: dict = {"__name__": "__main__", "__builtins__": builtins}
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -19,6 +20,9 @@ FLOAT_TOL = 1e-6
 
 _INT_TOKEN = re.compile(r"[+-]?\d+")
 _FLOAT_TOKEN = re.compile(r"[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?")
+# Exactly the boundaries of str.splitlines and the separators of str.split() (``\s`` is str.isspace for str patterns).
+_LINE_BREAK = re.compile(r"\r\n|[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+_TOKEN = re.compile(r"\S+")
 
 
 def _int_key(token: str) -> tuple[bool, str]:
@@ -61,17 +65,44 @@ def outputs_match(got: str, expected: str) -> bool:
     Returns:
         Whether they match.
     """
-    got_lines = got.rstrip().splitlines()
-    expected_lines = expected.rstrip().splitlines()
-    if len(got_lines) != len(expected_lines):
-        return False
-    for got_line, expected_line in zip(got_lines, expected_lines, strict=True):
-        got_tokens, expected_tokens = got_line.split(), expected_line.split()
-        if len(got_tokens) != len(expected_tokens):
+    # The program's output (up to the 16 MiB cap) is walked by position, never split: as lists of lines or tokens,
+    # two-character lines would cost ~20 times the output's size (an object per line). The expected side is data.
+    got_lines = _line_spans(got)
+    for expected_line in expected.rstrip().splitlines():
+        span = next(got_lines, None)
+        if span is None:
             return False
-        if not all(_token_equal(g, e) for g, e in zip(got_tokens, expected_tokens, strict=True)):
+        got_tokens = _TOKEN.finditer(got, *span)
+        for expected_token in expected_line.split():
+            token = next(got_tokens, None)
+            if token is None or not _token_equal(token.group(), expected_token):
+                return False
+        if next(got_tokens, None) is not None:
             return False
-    return True
+    return next(got_lines, None) is None
+
+
+def _rstripped_end(text: str) -> int:
+    """``len(text.rstrip())``, without copying ``text``."""
+    end = len(text)
+    while end:
+        start = max(0, end - 4096)
+        kept = len(text[start:end].rstrip())
+        if kept:
+            return start + kept
+        end = start
+    return 0
+
+
+def _line_spans(text: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of each line of ``text.rstrip().splitlines()``, one at a time."""
+    end = _rstripped_end(text)
+    start = 0
+    for brk in _LINE_BREAK.finditer(text, 0, end):
+        yield start, brk.start()
+        start = brk.end()
+    if start < end:
+        yield start, end
 
 
 def _json_key(key: Any) -> Any:

@@ -176,9 +176,24 @@ def _warn_once(message: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------------- local runs
-def _frame_cap(limits: Limits) -> int:
-    # JSON may escape every byte of the output as \\uXXXX.
-    return 6 * limits.max_output_bytes + (1 << 16)
+def _recv_run(box: Any, deadline: float, limits: Limits) -> Any:
+    """The worker's (untrusted) report of one stdin run, its output decoded into ``stdout``.
+
+    The output follows the report as raw bytes, at most ``limits.max_output_bytes`` of them: a run that wrote more
+    was cut off and its output dropped inside the sandbox, so flooding costs this process nothing.
+
+    Raises:
+        DeadlineExceeded, ChannelClosed (also for a report that announces more output than the cap).
+    """
+    report = box.channel.recv(deadline, 1 << 16)
+    if not isinstance(report, dict):
+        return report
+    size = report.get("stdout_bytes")
+    if type(size) is not int or not 0 <= size <= limits.max_output_bytes:
+        raise ChannelClosed(f"a run report announces {size!r} bytes of output")
+    # What a program prints need not be UTF-8; undecodable bytes become U+FFFD and fail the comparison.
+    report["stdout"] = box.channel.recv_raw(size, deadline).decode("utf-8", errors="replace")
+    return report
 
 
 def _load(box: Any, code: str, prefix: str, deadline: float) -> str | None:
@@ -214,7 +229,7 @@ def _stdin_tests(code: str, inputs: list, outputs: list, limits: Limits, isolati
         for stdin, expected in zip(inputs, outputs, strict=True):
             idle = False
             box.channel.send({"stdin": _as_text(stdin)}, deadline)
-            status = _run_status(box.channel.recv(deadline, _frame_cap(limits)), _as_text(expected))
+            status = _run_status(_recv_run(box, deadline, limits), _as_text(expected))
             idle = True
             if status != "ok":
                 return passed, status
@@ -464,7 +479,7 @@ def run_program(
             if failure:
                 return RunResult("error")
             box.channel.send({"stdin": stdin}, deadline)
-            reply = box.channel.recv(deadline, _frame_cap(limits))
+            reply = _recv_run(box, deadline, limits)
         except DeadlineExceeded:
             return RunResult("timeout")
         except ChannelClosed:

@@ -111,7 +111,8 @@ class Limits:
         file_mb: largest file a process may write (RLIMIT_FSIZE).
         nofile: open file descriptors (RLIMIT_NOFILE).
         tmpfs_mb: size of the private ``/tmp``.
-        max_output_bytes: standard output kept per run (more fails the run).
+        max_output_bytes: standard output kept per run; more fails the run, and the output is then dropped inside
+            the sandbox (the scorer receives at most this many bytes of a run's output).
     """
 
     memory_mb: int = 1024
@@ -266,12 +267,40 @@ class Channel:
         if size > max_bytes:
             raise ChannelClosed(f"frame of {size} bytes exceeds {max_bytes}")
         self._fill(head + size, deadline)
-        payload = bytes(self._buffer[head : head + size])
+        payload = self._buffer[head : head + size]  # one copy (json reads a bytearray as well as bytes)
         del self._buffer[: head + size]
         try:
             return json.loads(payload)
         except (ValueError, RecursionError) as err:  # not JSON, or nested too deeply for the decoder
             raise ChannelClosed("malformed frame") from err
+
+    def recv_raw(self, size: int, deadline: float) -> bytearray:
+        """Read exactly ``size`` raw bytes (the payload a frame has announced) into one buffer of that size.
+
+        The caller bounds ``size``; nothing beyond it is read from the pipe, so the buffer is all this costs.
+
+        Raises:
+            DeadlineExceeded, ChannelClosed.
+        """
+        assert self.read_fd is not None
+        data = bytearray(size)
+        with memoryview(data) as view:
+            # Bytes read ahead together with the frame come first.
+            filled = min(size, len(self._buffer))
+            view[:filled] = self._buffer[:filled]
+            del self._buffer[:filled]
+            while filled < size:
+                self._wait(self.read_fd, deadline)
+                try:
+                    count = os.readv(self.read_fd, [view[filled:]])
+                except BlockingIOError:
+                    continue
+                except OSError as err:
+                    raise ChannelClosed(str(err)) from err
+                if not count:
+                    raise ChannelClosed("end of stream")
+                filled += count
+        return data
 
     def close_writer(self) -> None:
         """Close the writing end (the other side reads end of file)."""

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
+import random
+import re
+import tracemalloc
 
 import pytest
 
-from bots_verl.rewards.code_compare import outputs_match, values_match
+from bots_verl.rewards.code_compare import _token_equal, outputs_match, values_match
 
 
 @pytest.mark.parametrize(
@@ -80,3 +83,45 @@ def test_values_match_is_iterative() -> None:
     for _ in range(100_000):
         deep_got, deep_expected = [deep_got], [deep_expected]
     assert values_match(deep_got, deep_expected)
+
+
+def _eager_outputs_match(got: str, expected: str) -> bool:
+    """The comparison as lists of lines and tokens (what outputs_match does without building them)."""
+    got_lines, expected_lines = got.rstrip().splitlines(), expected.rstrip().splitlines()
+    if len(got_lines) != len(expected_lines):
+        return False
+    for got_line, expected_line in zip(got_lines, expected_lines, strict=True):
+        got_tokens, expected_tokens = got_line.split(), expected_line.split()
+        if len(got_tokens) != len(expected_tokens):
+            return False
+        if not all(_token_equal(g, e) for g, e in zip(got_tokens, expected_tokens, strict=True)):
+            return False
+    return True
+
+
+def test_outputs_match_walks_lines_and_tokens_like_split() -> None:
+    """Every line break of str.splitlines and every separator of str.split(), in random outputs."""
+    rng = random.Random(0)
+    alphabet = ["1", "2", "x", "é", " ", "\t", "\n", "\r", "\r\n", "\v", "\f", "\x1c", "\x1f", "\x85", "\u2028", "\xa0"]
+    alphabet += ["\u3000", "\u200b"]
+    for _ in range(3000):
+        expected = "".join(rng.choices(alphabet, k=rng.randrange(8)))
+        got = expected if rng.random() < 0.3 else "".join(rng.choices(alphabet, k=rng.randrange(8)))
+        if rng.random() < 0.3:  # the same tokens with other separators
+            got = re.sub(r"\s+", lambda m: rng.choice([" ", "\t", "  ", m.group()]), expected)
+        assert outputs_match(got, expected) == _eager_outputs_match(got, expected), (got, expected)
+    padded = "5" + " " * 10_000 + "\n" * 10_000
+    assert outputs_match(padded, "5") and not outputs_match(padded + "6", "5")
+
+
+def test_outputs_match_holds_no_list_of_the_output() -> None:
+    """Millions of short lines cost the comparison next to nothing (as lists: ~20 times the output's size)."""
+    got, one_line = "12\n" * 2_000_000, "12 " * 2_000_000
+    tracemalloc.start()
+    try:
+        assert not outputs_match(got, "12\n" * 3)
+        assert not outputs_match(one_line, "12 12")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < len(got) // 4, f"peak {peak} bytes"
