@@ -3,8 +3,9 @@
 ``bots_verl.integration`` (trainer, replay buffer, task runner) and ``bots_verl.verl_cpu`` extend verl without
 patching its files, but some of that extension touches private names (``_clear_groups``, ``_select_prompt_uids``,
 ``_ROLLOUT_REGISTRY``, the class rebinding of the replay buffer, the registry swap in the task runner) or relies on
-what a function does (the trainer reading verl's dataloader, the weight version that seeds the rollout). Each entry of :data:`PINS` names one verl
-object, the sha256 of its source in verl 0.9.1 and what of ours to re-check when it changes;
+what a function does (the trainer reading verl's dataloader, the weight version that seeds the rollout). Each entry
+of :data:`PINS` names one verl object, the sha256 of its source in verl 0.9.1 and what of ours to re-check when it
+changes;
 ``tests/integration/test_verl_pins_on_cpu.py`` fails with that message as soon as an installed verl differs.
 
 After re-checking, update the hash with ``python -m bots_verl.integration.verl_pins`` (prints the current hashes).
