@@ -5,6 +5,7 @@
 - :mod:`analysis.tables`: ``python -m analysis.tables`` (main table with both model sizes, ρ / λ / selection
   ablations, first/second places, overhead; markdown or LaTeX).
 - :mod:`analysis.places`, :mod:`analysis.overhead`: the place counts and the selection overhead share.
+- :mod:`analysis.table_model`: what a table holds and how a run's row is named and ordered (below all of them).
 - :mod:`analysis.figures`: ``python -m analysis.figures`` (accuracy, ETR, estimator-quality and λ-bias figures, mean ±
   95% interval over seeds).
 - :mod:`analysis.paired`: ``python -m analysis.paired`` (each selector against Random, paired by seed, with t and

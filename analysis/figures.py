@@ -33,7 +33,8 @@ from matplotlib.figure import Figure
 
 from analysis import loader
 from analysis.loader import ETR_METRIC, LoadError, Run
-from analysis.tables import ablation_rows, display, row_labeller, row_sort_key, select_methods
+from analysis.table_model import display, row_labeller, row_sort_key
+from analysis.tables import ablation_rows, select_methods
 from bots_verl.core import metrics as core
 
 __all__ = [

@@ -25,6 +25,7 @@ import numpy as np
 
 from analysis import loader, render
 from analysis.loader import STEP_TIME_METRIC, LoadError, Run
+from analysis.table_model import display, row_labeller, row_sort_key
 from bots_verl.core import metrics as core
 
 __all__ = ["OverheadTable", "RunOverhead", "overhead_table", "run_overhead", "to_grid"]
@@ -121,8 +122,6 @@ def overhead_table(runs: Sequence[Run], level: float = 0.95) -> OverheadTable:
     Raises:
         LoadError: if a run lacks the selection timings (names it), or no run has them at all.
     """
-    from analysis.tables import row_labeller, row_sort_key
-
     row_of = row_labeller(runs)
     groups: dict[tuple[str, str, str], list[RunOverhead]] = {}
     for run in runs:
@@ -141,8 +140,6 @@ def overhead_table(runs: Sequence[Run], level: float = 0.95) -> OverheadTable:
 
 def to_grid(table: OverheadTable, digits: int = 2) -> render.Grid:
     """The table as a grid: Model, domain, Method, then the :data:`COLUMNS`."""
-    from analysis.tables import display
-
     rows = [
         [model, domain, display(row)]
         + [

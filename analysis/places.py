@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from analysis import render
-
-if TYPE_CHECKING:
-    from analysis.tables import Table
+from analysis.table_model import Table, display
 
 __all__ = ["PAPER_COUNTS", "Places", "place_counts", "rank", "to_grid"]
 
@@ -83,8 +80,6 @@ def place_counts(table: Table, digits: int = 2) -> Places:
 
 def to_grid(places: Places) -> render.Grid:
     """The counts as a grid: Model, Method, 1st, 2nd, metrics ranked."""
-    from analysis.tables import display
-
     rows = [
         [
             model,

@@ -11,7 +11,7 @@ Usage::
 
 The config (``bots_verl/config/bots_trainer.yaml``) extends verl's ``ppo_trainer`` with the ``bots:`` section, so any
 verl override works unchanged. The launch mirrors ``verl.trainer.main_ppo.main`` but hands ``run_ppo`` our task
-runner, which builds :class:`bots_verl.integration.trainer.BOTSTrainer`.
+runner (:mod:`bots_verl.integration.task_runner`), which builds :class:`bots_verl.integration.trainer.BOTSTrainer`.
 """
 
 from __future__ import annotations
@@ -38,20 +38,19 @@ from bots_verl.integration.settings import (
     effective_hparams,
     local_path_exists,
     parse_bots_config,
-    replay_poll_interval,
     train_files,
 )
 from bots_verl.integration.tasks import check_parquet_columns
 from bots_verl.integration.verl_pins import check_verl_drift
+from bots_verl.verl_cpu import launch
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["check_config", "main", "run"]
 
 
-def _check_dapo(config: DictConfig) -> None:
-    filter_groups = config.algorithm.get("filter_groups", None)
-    if filter_groups is not None and filter_groups.get("enable", False):
+def _warn_dapo(settings: BOTSSettings) -> None:
+    if settings.dapo:
         logger.warning(
             "algorithm.filter_groups.enable=true with BOTS: groups evicted by DAPO are still fed to the posterior "
             "(BOTSReplayBuffer), but verl then draws prompts one at a time; see bots_verl/integration/README.md"
@@ -104,7 +103,6 @@ def check_config(config: DictConfig) -> BOTSSettings:
     settings = parse_bots_config(config)
     check_verl_compat(config)
     check_data_subset(config)
-    replay_poll_interval(config)
     check_run_log_dir(config)  # before meta.json is written or any worker starts
     _check_resume(config, settings)
     try:
@@ -121,7 +119,7 @@ def check_config(config: DictConfig) -> BOTSSettings:
         else:
             # verl validates with asserts (some inside its config dataclasses); a config error should read as one
             raise ValueError(f"verl validate_config: {exc}") from exc
-    _check_dapo(config)
+    _warn_dapo(settings)
     if config.actor_rollout_ref.rollout.n < 2:
         logger.warning(
             "actor_rollout_ref.rollout.n=%s: BOTS' evidence needs several rollouts per task (paper: 16)",
@@ -145,10 +143,6 @@ def _absolute_run_log_dir(config: DictConfig) -> None:
     run_dir = config.bots.run_log.get("dir", None)
     if run_dir and not os.path.isabs(run_dir):
         config.bots.run_log.dir = os.path.abspath(os.path.expanduser(run_dir))
-
-
-def _uses_cpu_backend(config: DictConfig) -> bool:
-    return str(config.trainer.get("device", "cuda")) == "cpu"
 
 
 def _summary(config: DictConfig, settings: BOTSSettings) -> str:
@@ -222,9 +216,7 @@ def run(config: DictConfig, overrides: Sequence[str] = ()) -> None:
         ValueError: for malformed config (:func:`check_config`).
     """
     cpu_settings = None
-    if _uses_cpu_backend(config):
-        from bots_verl.verl_cpu import launch
-
+    if launch.uses_cpu_backend(config):
         # the CPU backend must be active before anything imports verl's platform-dependent modules
         cpu_settings = launch.prepare(config, launch.override_keys(overrides))
     # Then, before any check and before Ray: on another verl the checks below, and the run, would rest on code that
@@ -241,7 +233,7 @@ def run(config: DictConfig, overrides: Sequence[str] = ()) -> None:
     import ray
     from verl.trainer.main_ppo import run_ppo
 
-    from bots_verl.integration.trainer import BOTSTaskRunner
+    from bots_verl.integration.task_runner import BOTSTaskRunner
 
     _prepare_run_log(config, settings)
     run_ppo(config, task_runner_class=ray.remote(num_cpus=1)(BOTSTaskRunner))

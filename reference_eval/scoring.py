@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +27,7 @@ from .data import DataError, Task
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("REFERENCE_EVAL_LOGGING_LEVEL", "INFO"))
 
-__all__ = ["ScoreError", "Scorer", "check_data_sources", "check_scorable", "resolve_scorer"]
+__all__ = ["ScoreError", "Scorer", "check_scorable", "resolve_scorer"]
 
 # Examples per data source in the error of check_scorable: enough to find the pattern, short enough to read.
 _EXAMPLES = 3
@@ -148,9 +147,3 @@ def check_scorable(scorer: Scorer, tasks: list[Task]) -> None:
         raise DataError(
             f"scorer {scorer.name} rejects {total} of {len(tasks)} rows before any generation: " + " | ".join(parts)
         )
-
-
-def check_data_sources(scorer: Scorer, tasks: list[Task]) -> None:
-    """Deprecated name of :func:`check_scorable`, which now checks every row, not one row per data source."""
-    warnings.warn("check_data_sources is deprecated; use check_scorable", DeprecationWarning, stacklevel=2)
-    check_scorable(scorer, tasks)

@@ -23,11 +23,12 @@ from bots_verl.core import bots_plus as _bots_plus  # noqa: F401
 from bots_verl.core import greso as _greso  # noqa: F401
 from bots_verl.core import irt_evidence as _irt_evidence  # noqa: F401
 from bots_verl.core.beta_selectors import BetaPosteriorSelector
-from bots_verl.core.evidence import ImplicitEvidence, register_evidence
+from bots_verl.core.evidence import EVIDENCE, ImplicitEvidence
 from bots_verl.core.metrics import effective_task_ratio
 from bots_verl.core.posterior import BetaPosterior
-from bots_verl.core.registry import EVIDENCE, SELECTION_RULES, SELECTORS, Registry
-from bots_verl.core.selector_base import Selector, register_selector
+from bots_verl.core.registry import Registry
+from bots_verl.core.selection_rules import SELECTION_RULES
+from bots_verl.core.selector_base import SELECTORS, Selector
 
 __all__ = [
     "EVIDENCE",
@@ -40,8 +41,6 @@ __all__ = [
     "Selector",
     "build_selector",
     "effective_task_ratio",
-    "register_evidence",
-    "register_selector",
 ]
 
 

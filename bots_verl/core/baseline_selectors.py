@@ -8,8 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from bots_verl.core.registry import SELECTORS
-from bots_verl.core.selector_base import Selector
+from bots_verl.core.selector_base import SELECTORS, Selector
 from bots_verl.core.validation import check_count
 
 logger = logging.getLogger(__name__)

@@ -17,12 +17,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from bots_verl.core.evidence import ImplicitEvidence
+from bots_verl.core.evidence import EVIDENCE, ImplicitEvidence
 from bots_verl.core.metrics import pearson, roc_auc
 from bots_verl.core.posterior import BetaPosterior
-from bots_verl.core.registry import EVIDENCE, SELECTION_RULES, SELECTORS, Registry, defaults_of
-from bots_verl.core.selection_rules import SelectionRule
-from bots_verl.core.selector_base import Selector, moved_to_simulator
+from bots_verl.core.registry import Registry, defaults_of
+from bots_verl.core.selection_rules import SELECTION_RULES, SelectionRule
+from bots_verl.core.selector_base import SELECTORS, Selector, moved_to_simulator
 from bots_verl.core.validation import (
     MAX_ATTEMPTS,
     check_real_array,

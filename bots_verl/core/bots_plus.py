@@ -20,8 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bots_verl.core.beta_selectors import BetaPosteriorSelector
-from bots_verl.core.registry import SELECTORS
-from bots_verl.core.selector_base import moved_to_simulator
+from bots_verl.core.selector_base import SELECTORS, moved_to_simulator
 
 logger = logging.getLogger(__name__)
 

@@ -23,22 +23,16 @@ state once the selector knows the whole update is valid. Adding a plug-in is one
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
 
-from bots_verl.core.registry import EVIDENCE
+from bots_verl.core.registry import Registry
 from bots_verl.core.validation import check_count, check_unit_interval, require_keys
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EVIDENCE", "ImplicitEvidence", "InterpolationEvidence", "NoEvidence", "register_evidence"]
-
-
-def register_evidence(name: str) -> Callable[[type[ImplicitEvidence]], type[ImplicitEvidence]]:
-    """Class decorator that registers an :class:`ImplicitEvidence` subclass (same as ``EVIDENCE.register``)."""
-    return EVIDENCE.register(name)
+__all__ = ["EVIDENCE", "ImplicitEvidence", "InterpolationEvidence", "NoEvidence"]
 
 
 class ImplicitEvidence:
@@ -115,6 +109,9 @@ class ImplicitEvidence:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
+
+
+EVIDENCE: Registry[type[ImplicitEvidence]] = Registry("evidence plug-in")
 
 
 @EVIDENCE.register("none")

@@ -55,9 +55,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from bots_verl.core.registry import SELECTORS
 from bots_verl.core.selection_rules import top_k
-from bots_verl.core.selector_base import Selector
+from bots_verl.core.selector_base import SELECTORS, Selector
 from bots_verl.core.validation import check_scalars, check_unit_interval, require_keys
 
 logger = logging.getLogger(__name__)

@@ -35,8 +35,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from bots_verl.core.evidence import ImplicitEvidence
-from bots_verl.core.registry import EVIDENCE
+from bots_verl.core.evidence import EVIDENCE, ImplicitEvidence
 from bots_verl.core.validation import check_real_array, check_unit_interval, require_keys
 
 logger = logging.getLogger(__name__)

@@ -1,8 +1,11 @@
-"""The one registry for everything the core looks up by name: selectors, evidence plug-ins and selection rules.
+"""The registry type for everything the core looks up by name: selectors, evidence plug-ins and selection rules.
 
-An entry is a class with a ``DEFAULTS`` dict (selectors, evidence plug-ins) or a function whose keyword-only
-arguments are its parameters (selection rules); :func:`defaults_of` reads either. ``python -m bots_verl.core --list``
-prints every entry with its parameters, so no list of names has to be kept by hand.
+Each kind of entry has one :class:`Registry`, defined by the module that holds its interface (``SELECTORS`` in
+:mod:`bots_verl.core.selector_base`, ``EVIDENCE`` in :mod:`bots_verl.core.evidence`, ``SELECTION_RULES`` in
+:mod:`bots_verl.core.selection_rules`), so this module depends on none of them. An entry is a class with a
+``DEFAULTS`` dict (selectors, evidence plug-ins) or a function whose keyword-only arguments are its parameters
+(selection rules); :func:`defaults_of` reads either. ``python -m bots_verl.core --list`` prints every entry with its
+parameters, so no list of names has to be kept by hand.
 
 Adding an entry is one decorator::
 
@@ -15,16 +18,11 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
-
-if TYPE_CHECKING:
-    from bots_verl.core.evidence import ImplicitEvidence
-    from bots_verl.core.selection_rules import SelectionRule
-    from bots_verl.core.selector_base import Selector
+from typing import Any, TypeVar
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EVIDENCE", "SELECTION_RULES", "SELECTORS", "Registry", "defaults_of", "summary_of"]
+__all__ = ["Registry", "defaults_of", "summary_of"]
 
 T = TypeVar("T")
 
@@ -76,8 +74,3 @@ def summary_of(entry: Any) -> str:
     """The first line of an entry's docstring."""
     doc = inspect.getdoc(entry) or ""
     return doc.splitlines()[0] if doc else ""
-
-
-SELECTORS: Registry[type[Selector]] = Registry("selector")
-EVIDENCE: Registry[type[ImplicitEvidence]] = Registry("evidence plug-in")
-SELECTION_RULES: Registry[SelectionRule] = Registry("selection rule")

@@ -20,13 +20,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from bots_verl.core.registry import SELECTION_RULES
+from bots_verl.core.registry import Registry
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["SELECTION_RULES", "SelectionRule", "greedy", "softmax", "thompson", "top_k"]
 
 SelectionRule = Callable[..., tuple[np.ndarray, np.ndarray]]
+SELECTION_RULES: Registry[SelectionRule] = Registry("selection rule")
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:

@@ -18,14 +18,14 @@ Adding a selector is one small class::
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 
 from bots_verl.core.memory import check_pool_fits
 from bots_verl.core.metrics import effective_task_ratio
-from bots_verl.core.registry import SELECTORS
+from bots_verl.core.registry import Registry
 from bots_verl.core.validation import (
     check_batch_size,
     check_count,
@@ -40,7 +40,7 @@ from bots_verl.core.validation import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SELECTORS", "STATE_VERSION", "Selector", "register_selector"]
+__all__ = ["SELECTORS", "STATE_VERSION", "Selector"]
 
 # 2: Beta selectors also carry their last selection and update diagnostics. Version-1 checkpoints still load.
 STATE_VERSION = 2
@@ -68,11 +68,6 @@ def moved_to_simulator(keys: tuple[str, ...], selector: str) -> dict[str, str]:
         f"selector {selector!r} (bots_verl/sim/ablation_selectors.py)"
     )
     return dict.fromkeys(keys, message)
-
-
-def register_selector(name: str) -> Callable[[type[Selector]], type[Selector]]:
-    """Class decorator that registers a :class:`Selector` subclass under ``name`` (same as ``SELECTORS.register``)."""
-    return SELECTORS.register(name)
 
 
 class Selector:
@@ -272,3 +267,6 @@ class Selector:
 
     def _load_state(self, extra: Mapping[str, Any]) -> None:
         """Restore ``extra`` (already checked by :meth:`_check_state`)."""
+
+
+SELECTORS: Registry[type[Selector]] = Registry("selector")

@@ -1,6 +1,7 @@
-"""The posterior as a named Ray actor.
+"""The run's selector as a named Ray actor.
 
-One :class:`PosteriorService` per run owns a :mod:`bots_verl.core` selector. The trainer (through
+One :class:`SelectorService` per run owns a :mod:`bots_verl.core` selector: a Beta posterior (``bots``, ``mopps``,
+...) or any other registered one (``random``, ``sequential``, ``greso``, ...). The trainer (through
 :class:`~bots_verl.integration.sampler.BOTSSampler`) is its only writer; any process in the Ray cluster can read it by
 name, e.g. a monitoring script::
 
@@ -29,10 +30,10 @@ from bots_verl.core import build_selector
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PosteriorService", "create_posterior_actor", "from_torch_safe", "to_torch_safe"]
+__all__ = ["SelectorService", "create_selector_actor", "from_torch_safe", "to_torch_safe"]
 
 
-class PosteriorService:
+class SelectorService:
     """Owns one selector; the body of the Ray actor (also usable in-process, e.g. in benchmarks).
 
     Args:
@@ -106,7 +107,7 @@ class PosteriorService:
         return None
 
 
-def create_posterior_actor(
+def create_selector_actor(
     name: str,
     namespace: str,
     *,
@@ -116,12 +117,12 @@ def create_posterior_actor(
     seed: int = 0,
     hparams: dict[str, Any] | None = None,
 ):
-    """Create the run's named posterior actor (``num_cpus=0``, ``max_restarts=0``).
+    """Create the run's named selector actor (``num_cpus=0``, ``max_restarts=0``).
 
     Args:
         name: actor name (``bots.actor.name``).
         namespace: Ray namespace (``bots.actor.namespace``).
-        selector, num_tasks, reference_pass_rates, seed, hparams: see :class:`PosteriorService`.
+        selector, num_tasks, reference_pass_rates, seed, hparams: see :class:`SelectorService`.
 
     Returns:
         The actor handle.
@@ -138,7 +139,7 @@ def create_posterior_actor(
         pass
     else:
         raise ValueError(f"a posterior actor named {namespace}/{name} already exists; set bots.actor.name")
-    actor_cls = ray.remote(num_cpus=0, max_restarts=0)(PosteriorService)
+    actor_cls = ray.remote(num_cpus=0, max_restarts=0)(SelectorService)
     handle = actor_cls.options(name=name, namespace=namespace).remote(
         selector, num_tasks, reference_pass_rates, seed, hparams
     )
@@ -147,8 +148,8 @@ def create_posterior_actor(
         ray.get(handle.incarnation_token.remote())
     except ray.exceptions.RayActorError as exc:
         cause = exc.__cause__ or exc
-        raise ValueError(f"could not create the posterior actor: {cause}") from exc
-    logger.info("created posterior actor %s/%s (%s, %d tasks)", namespace, name, selector, num_tasks)
+        raise ValueError(f"could not create the selector actor: {cause}") from exc
+    logger.info("created selector actor %s/%s (%s, %d tasks)", namespace, name, selector, num_tasks)
     return handle
 
 

@@ -29,14 +29,14 @@ def main(argv: list[str] | None = None) -> None:
 
     import ray
 
-    from bots_verl.integration.actor import create_posterior_actor
+    from bots_verl.integration.actor import create_selector_actor
     from bots_verl.integration.sampler import BOTSSampler
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     rng = np.random.default_rng(0)
     weak = rng.uniform(0, 1, args.tasks)
     ref = np.column_stack([weak, np.minimum(1.0, weak + 0.2)])
-    actor = create_posterior_actor(
+    actor = create_selector_actor(
         "bench_posterior", "bots_bench", selector=args.selector, num_tasks=args.tasks, reference_pass_rates=ref
     )
     sampler = BOTSSampler(actor, args.tasks, args.batch, range(args.tasks))

@@ -68,8 +68,8 @@ def _what_is_missing(state: Any) -> str | None:
 def checkpoint_sampler_state(data_pt: str | os.PathLike) -> dict[str, Any]:
     """The :class:`BOTSSampler` state stored in one of verl's ``global_step_N/data.pt`` files.
 
-    Selector state (posterior, RNG), ``updates``, ``attempts``, ``dispatch_log`` and, from state version 3, the run's
-    ``fingerprint``; numpy arrays come back as numpy.
+    Selector state (posterior, RNG), ``updates``, ``attempts`` (the rollouts received), ``dispatch_log`` and, from
+    state version 3, the run's ``fingerprint``; numpy arrays come back as numpy.
 
     Raises:
         ValueError: if the file cannot be read as a torch checkpoint, or holds no BOTS sampler state (e.g. a run
@@ -95,7 +95,7 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
     """Yields the posterior actor's selections; Stateful for torchdata checkpoints.
 
     Args:
-        actor: handle of the :class:`~bots_verl.integration.actor.PosteriorService` actor.
+        actor: handle of the :class:`~bots_verl.integration.actor.SelectorService` actor.
         num_tasks: pool size (dataset length).
         select_size: tasks per selection (``data.train_batch_size``).
         task_ids: the task id of each dataset position; stored in checkpoints to detect a changed pool.
@@ -127,7 +127,7 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         self._pending_version = 0  # number of posterior updates when _pending was selected
         self._incarnation: str | None = None
         self._updates = 0  # posterior updates sent through this sampler (restored from checkpoints)
-        self._attempts = 0.0  # rollouts the posterior received in those updates
+        self._rollouts_received = 0.0  # rollouts the posterior received in those updates
         self._step: int | None = None
         self._dispatched: list[int] = []  # positions served in the current step, in order
         self._exclude: set[int] = set()  # positions served since the last posterior update
@@ -190,9 +190,9 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         return self._updates
 
     @property
-    def attempts(self) -> float:
+    def rollouts_received(self) -> float:
         """Rollouts the posterior received so far (across resumes)."""
-        return self._attempts
+        return self._rollouts_received
 
     # ------------------------------------------------------------------------------------------------ actor calls
     def _call(self, method: str, *args: Any) -> Any:
@@ -242,7 +242,7 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         stats, token, ms = self._call("update", indices, successes, attempts)
         self._check_incarnation(token)
         self._updates += 1
-        self._attempts += float(np.sum(attempts))
+        self._rollouts_received += float(np.sum(attempts))
         # selections made before this update are stale: never serve them
         self._pending = []
         self._exclude = set()
@@ -267,7 +267,8 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
             "select_size": self.select_size,
             "task_ids": list(self.task_ids),
             "updates": self._updates,
-            "attempts": self._attempts,
+            # stored as "attempts": the key every data.pt written so far carries
+            "attempts": self._rollouts_received,
             "dispatch_log": [[step, list(positions)] for step, positions in self._log],
             "fingerprint": self.fingerprint,
         }
@@ -295,5 +296,5 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         self._exclude = set()
         self._updates = int(state.get("updates", 0))
         self._pending_version = self._updates
-        self._attempts = float(state.get("attempts", 0.0))
+        self._rollouts_received = float(state.get("attempts", 0.0))
         self._log = log

@@ -29,6 +29,7 @@ __all__ = [
     "BOTSSettings",
     "check_data_subset",
     "check_verl_compat",
+    "dapo_enabled",
     "effective_hparams",
     "parse_bots_config",
     "replay_poll_interval",
@@ -58,6 +59,9 @@ class BOTSSettings:
         dry_run: validate and exit.
         accept_changed: what a resume may find changed since the checkpoint
             (:data:`~bots_verl.integration.fingerprint.ACCEPTABLE`).
+        dapo: verl's dynamic sampling (``algorithm.filter_groups.enable``) is on (:func:`dapo_enabled`).
+        replay_poll_interval: seconds between the replay buffer's TransferQueue polls, or None for verl's own
+            (:func:`replay_poll_interval`).
     """
 
     selector: str
@@ -75,6 +79,8 @@ class BOTSSettings:
     method: str
     dry_run: bool
     accept_changed: tuple[str, ...] = ()
+    dapo: bool = False
+    replay_poll_interval: float | None = None
 
     @property
     def task_id_path(self) -> tuple[str, ...]:
@@ -181,6 +187,8 @@ def parse_bots_config(config: DictConfig, *, check_hparams: bool = True) -> BOTS
         else run_log.get("method", None) or selector,
         dry_run=dry_run,
         accept_changed=tuple(accept),
+        dapo=dapo_enabled(config),
+        replay_poll_interval=replay_poll_interval(config),
     )
 
 
@@ -329,13 +337,24 @@ def check_data_subset(config: DictConfig) -> None:
             )
 
 
-def replay_poll_interval(config: DictConfig) -> float:
+def dapo_enabled(config: DictConfig) -> bool:
+    """Whether verl's dynamic sampling (DAPO, ``algorithm.filter_groups.enable``) is on: the one place that decides."""
+    filter_groups = config.algorithm.get("filter_groups", None)
+    return bool(filter_groups is not None and filter_groups.get("enable", False))
+
+
+def replay_poll_interval(config: DictConfig) -> float | None:
     """``bots.replay_poll_interval``: seconds between the replay buffer's TransferQueue polls.
 
+    ``null`` (``bots_trainer.yaml``) keeps verl's own interval; the CPU backend's settings
+    (``bots_verl/config/cpu_backend.yaml``) shorten it, since its steps take seconds and a run waits for the poll.
+
     Raises:
-        ValueError: unless a positive finite number.
+        ValueError: unless null or a positive finite number.
     """
-    value = config.bots.get("replay_poll_interval", 2.0)
+    value = config.bots.get("replay_poll_interval", None)
+    if value is None:
+        return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"bots.replay_poll_interval must be a positive number of seconds, got {value!r}")
+        raise ValueError(f"bots.replay_poll_interval must be a positive number of seconds or null, got {value!r}")
     return float(value)

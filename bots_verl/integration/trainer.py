@@ -1,55 +1,51 @@
-"""``BOTSTrainer``: verl 0.9.1's sync V1 trainer with BOTS choosing the training tasks, and its task runner.
+"""``BOTSTrainer``: verl 0.9.1's sync V1 trainer with BOTS choosing the training tasks.
 
 verl 0.9.1 has no sampler hook, so we extend it at these points, without patching verl's classes (the verl sources
 they rely on are pinned in :mod:`bots_verl.integration.verl_pins`):
 
 1. ``_init_dataloader``: after verl built the datasets and its dataloader, map positions to task ids, read the
-   reference columns (from the dataset's local copies of the files), create the posterior actor and rebuild
+   reference columns (from the dataset's local copies of the files), create the selector actor and rebuild
    ``train_dataloader`` around :class:`BOTSSampler` with the arguments read off verl's own loader.
 2. ``step``: bracket verl's step with the sampler's ``begin_step``/``end_step`` and, after verl's step (rollout,
    reward, update) and **before** ``fit`` writes the checkpoint, read the step's outcomes from TransferQueue,
    aggregate them per task and update the posterior. So ``data.pt`` of step N holds the posterior after step N, and
    the selection for step N+1 already sees step N's evidence.
-3. ``_build_replay_buffer``: verl's built-in buffer instance is rebound to :class:`BOTSReplayBuffer`, which polls
-   TransferQueue every ``bots.replay_poll_interval`` seconds instead of verl's fixed 2 s, puts a step's rows in an
-   order that does not depend on rollout timing (so a resumed run trains on exactly what the uninterrupted run
-   trained on), and, with DAPO, reads the all-0/all-1 groups that dynamic sampling evicts before they are deleted.
+3. ``_build_replay_buffer``: verl's built-in buffer instance becomes a
+   :class:`~bots_verl.integration.replay_buffer.BOTSReplayBuffer` (dispatch-order tie-breaks; with the
+   deterministic ``hf`` rollout, rows in :mod:`~bots_verl.integration.canonical_order`; with DAPO, the evicted
+   groups reported to :meth:`BOTSTrainer._bots_observe_evicted`).
 4. ``_fetch_one_gen_batch`` records the order in which prompts were dispatched; ``init`` (before any worker starts)
    and ``_load_checkpoint`` refuse to resume a checkpoint whose ``data.pt`` (the posterior) is missing; ``init`` also
    refuses one that holds no BOTS sampler state (written by plain verl or another sampler), and ``_init_dataloader``
    one whose posterior was built for another pool, reference columns or selector (its fingerprint,
    :mod:`bots_verl.integration.fingerprint`), unless ``bots.resume.accept_changed`` accepts the change.
 
-``trainer.v1.trainer_mode`` stays ``sync``: verl string-compares the mode in several places, so
-:class:`BOTSTaskRunner` runs verl's own ``TaskRunnerV1.run`` with ``BOTSTrainer`` standing in for the sync trainer.
+The task runner that builds it is :mod:`bots_verl.integration.task_runner`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
-import math
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 from omegaconf import DictConfig
 from torchdata.stateful_dataloader import StatefulDataLoader
-from transfer_queue import KVBatchMeta
-from verl.trainer.main_ppo import TaskRunnerV1
-from verl.trainer.ppo.v1 import trainer_base
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-from bots_verl.integration.actor import create_posterior_actor
+from bots_verl.integration.actor import create_selector_actor
+from bots_verl.integration.canonical_order import wants_canonical_order
 from bots_verl.integration.fingerprint import dataset_prompts_digest, run_fingerprint
+from bots_verl.integration.metrics import bots_metrics
 from bots_verl.integration.outcomes import Outcome, SuccessRule, aggregate_outcomes, read_outcomes
+from bots_verl.integration.replay_buffer import adopt_replay_buffer
 from bots_verl.integration.resume import (
     check_resume_data_pt,
     check_resume_fingerprint,
-    check_run_log_dir,
     missing_data_pt_message,
     resume_folder,
 )
@@ -60,116 +56,13 @@ from bots_verl.integration.settings import (
     check_verl_compat,
     effective_hparams,
     parse_bots_config,
-    replay_poll_interval,
 )
 from bots_verl.integration.tasks import TaskIndex, dataset_data_files, dataset_task_ids, read_reference_columns
-from bots_verl.runlog import METRICS_FILE, rotate_metrics
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 
-__all__ = [
-    "BOTSReplayBuffer",
-    "BOTSTaskRunner",
-    "BOTSTrainer",
-    "bots_metrics",
-    "canonical_order",
-    "check_resume_data_pt",
-]
-
-
-def bots_metrics(stats: dict[str, float], **extra: float) -> dict[str, float]:
-    """Namespace selector statistics and step figures under ``bots/`` for verl's tracker."""
-    return {f"bots/{k}": float(v) for k, v in {**stats, **extra}.items()}
-
-
-def _uid(key: str) -> str:
-    return key.split("_")[0]
-
-
-def canonical_order(
-    keys: Sequence[str], tags: Sequence[Mapping[str, Any]], partition_id: str, dispatch_order: Mapping[str, int]
-) -> tuple[list[str], list[Mapping[str, Any]]]:
-    """Sort a step's trajectories by (prompt dispatch order, response tokens, session, output).
-
-    Which session of a prompt finishes first, and which of its identical requests the rollout server answered with
-    which sample, depend on timing; the *set* of a prompt's responses does not (see
-    :mod:`bots_verl.verl_cpu.hf_server`). Sorting by content makes the rows that reach the PPO update, and their
-    order, a function of that set: rows that tie are identical in everything the update reads.
-
-    Args:
-        keys: trajectory keys ``{uid}_{session}_{output}``.
-        tags: their tags.
-        partition_id: TransferQueue partition.
-        dispatch_order: uid -> position in which the prompt was dispatched this step.
-
-    Returns:
-        ``(keys, tags)`` sorted.
-    """
-    import transfer_queue as tq
-
-    if not keys:
-        return list(keys), list(tags)
-    data = tq.kv_batch_get(keys=list(keys), partition_id=partition_id, select_fields=["responses"])
-    responses = [tuple(int(t) for t in row.tolist()) for row in data["responses"].unbind(0)]
-
-    def sort_key(i: int) -> tuple:
-        uid, session, output = keys[i].rsplit("_", 2)
-        return (dispatch_order.get(uid, math.inf), uid, responses[i], int(session), int(output))
-
-    order = sorted(range(len(keys)), key=sort_key)
-    return [keys[i] for i in order], [tags[i] for i in order]
-
-
-class BOTSReplayBuffer(ReplayBuffer):
-    """verl's sync ``ReplayBuffer`` with deterministic batches, a short poll, and DAPO evictions reported.
-
-    verl builds the instance (with every DAPO argument it computed) and :class:`BOTSTrainer` rebinds its class, so
-    only three private steps change (pinned in :mod:`bots_verl.integration.verl_pins`):
-
-    - ``_select_prompt_uids``: verl orders the finished groups by their prompt's step and then by set order (random
-      per process); here ties are broken by the order in which the trainer dispatched the prompts.
-    - ``_materialize_batch``: the train batch's rows are sorted by :func:`canonical_order`.
-    - ``_clear_groups``: ``bots_observer(keys, tags, partition_id)`` receives the trajectory keys of the evicted
-      and surplus train groups, before verl deletes them: every completed session, also those of a group in which
-      another session failed (a failed session wrote no trajectory, so it counts nowhere).
-
-    The poll interval is verl's own ``poll_interval`` attribute (a constructor argument the trainer never sets).
-    """
-
-    bots_observer: Any = None
-    bots_dispatch_order: dict[str, int] | None = None
-
-    def _clear_groups(self, partition_id: str, uids: set[str]) -> None:
-        if self.bots_observer is not None and partition_id == "train" and uids:
-            # A group with a failed session stays sampleable in verl's sync buffer: when selected, verl trains on its
-            # completed sessions (they reach bots_update in the batch). Discarded as DAPO surplus, it must count the
-            # same way, so only the trajectories themselves are filtered: a failed session wrote none.
-            keys = [
-                key
-                for key, tag in self.partitions[partition_id].items()
-                if _uid(key) in uids and tag.get("status") == "success"
-            ]
-            if keys:
-                self.bots_observer(keys, [self.partitions[partition_id][k] for k in keys], partition_id)
-        super()._clear_groups(partition_id, uids)
-
-    def _select_prompt_uids(
-        self, partition_id: str, sampleable_keys: set[str], batch_size: int
-    ) -> tuple[list[str], dict[str, dict], dict[str, int]]:
-        steps = dict(self.prompt_global_steps[partition_id])
-        order = self.bots_dispatch_order or {}
-        ordered = sorted(sampleable_keys, key=lambda uid: (steps.get(uid, 0), order.get(uid, math.inf), uid))
-        return ordered[:batch_size], dict(self.partitions[partition_id]), steps
-
-    def _materialize_batch(
-        self, partition_id: str, selected_prompt_uids: list[str], partition_snapshot: dict[str, dict]
-    ) -> KVBatchMeta:
-        batch = super()._materialize_batch(partition_id, selected_prompt_uids, partition_snapshot)
-        if partition_id != "train":
-            return batch
-        keys, tags = canonical_order(batch.keys, batch.tags, partition_id, self.bots_dispatch_order or {})
-        return KVBatchMeta(partition_id=partition_id, keys=keys, tags=tags)
+__all__ = ["BOTSTrainer"]
 
 
 class BOTSTrainer(PPOTrainerSync):
@@ -186,7 +79,6 @@ class BOTSTrainer(PPOTrainerSync):
         self.bots: BOTSSettings = parse_bots_config(config)
         check_verl_compat(config)
         check_data_subset(config)
-        self._bots_poll_interval = replay_poll_interval(config)
         self._bots_rule = SuccessRule(self.bots.success_rule, self.bots.success_threshold)
         # evidence gathered during the current step (DAPO evictions); flushed with the step's batch
         self._bots_evicted: list[Outcome] = []
@@ -201,24 +93,13 @@ class BOTSTrainer(PPOTrainerSync):
 
     # -------------------------------------------------------------------------------------------- construction
     def _build_replay_buffer(self) -> ReplayBuffer:
-        buffer = super()._build_replay_buffer()
-        filter_groups = self.config.algorithm.get("filter_groups", None)
-        dapo = filter_groups is not None and filter_groups.get("enable", False)
-        if type(buffer) is not ReplayBuffer:
-            if dapo:
-                raise ValueError(
-                    f"algorithm.filter_groups with BOTS needs verl's built-in ReplayBuffer, got {type(buffer)}; "
-                    "evicted groups would never reach the posterior"
-                )
-            logger.warning("custom replay buffer %s: row order and poll interval are left to it", type(buffer))
-            return buffer
-        # Rebinding our own instance (not verl's class) keeps every DAPO argument verl computed.
-        buffer.__class__ = BOTSReplayBuffer
-        buffer.poll_interval = self._bots_poll_interval
-        buffer.bots_dispatch_order = self._bots_dispatch_order
-        if dapo:
-            buffer.bots_observer = self._bots_observe_evicted
-        return buffer
+        return adopt_replay_buffer(
+            super()._build_replay_buffer(),
+            dispatch_order=self._bots_dispatch_order,
+            poll_interval=self.bots.replay_poll_interval,
+            canonical=wants_canonical_order(self.config),
+            observer=self._bots_observe_evicted if self.bots.dapo else None,
+        )
 
     def _init_dataloader(self) -> None:
         super()._init_dataloader()
@@ -237,7 +118,7 @@ class BOTSTrainer(PPOTrainerSync):
             # whose posterior means something else before the actor is loaded with it
             folder, sampler_state = self._bots_resume
             check_resume_fingerprint(folder, sampler_state, fingerprint, self.bots.accept_changed)
-        actor = create_posterior_actor(
+        actor = create_selector_actor(
             self.bots.actor_name,
             self.bots.actor_namespace,
             selector=self.bots.selector,
@@ -336,7 +217,7 @@ class BOTSTrainer(PPOTrainerSync):
         return bots_metrics(
             stats,
             rollouts=float(attempts.sum()),
-            posterior_rollouts_total=self.bots_sampler.attempts,
+            posterior_rollouts_total=self.bots_sampler.rollouts_received,
             select_ms=select_ms,
             update_ms=update_ms,
             select_roundtrip_ms=select_roundtrip_ms,
@@ -376,52 +257,3 @@ def _with_sampler(loader: StatefulDataLoader, sampler: BOTSSampler) -> StatefulD
         timeout=loader.timeout,
         worker_init_fn=loader.worker_init_fn,
     )
-
-
-def use_run_log(config: DictConfig) -> None:
-    """Point verl's file logger at ``<bots.run_log.dir>/metrics.jsonl`` in this process, keeping earlier steps.
-
-    The driver made the directory absolute (``bots_verl.main``), so every process resolves it the same way.
-
-    Raises:
-        ValueError: for a fresh run in a directory holding an earlier run's metrics
-            (:func:`~bots_verl.integration.resume.check_run_log_dir`); nothing is moved then.
-    """
-    run_dir = config.bots.run_log.get("dir", None)
-    if not run_dir:
-        return
-    if not os.path.isabs(run_dir):
-        raise ValueError(f"bots.run_log.dir={run_dir!r} must be absolute here (bots_verl.main resolves it)")
-    # The driver checked this too, but relative checkpoint paths resolve here as in verl: refuse before rotating.
-    check_run_log_dir(config)
-    # verl's file logger reads this in this process (the driver's environment may not reach Ray workers)
-    os.environ["VERL_FILE_LOGGER_PATH"] = os.path.join(run_dir, METRICS_FILE)
-    # it also truncates the file: keep a resumed run's earlier steps as metrics.part<k>.jsonl
-    rotated = rotate_metrics(run_dir)
-    if rotated is not None:
-        logger.info("kept the previous metrics of %s as %s", run_dir, rotated.name)
-
-
-@contextlib.contextmanager
-def trainer_registered(mode: str, trainer_cls: type) -> Iterator[None]:
-    """Make verl's trainer registry return ``trainer_cls`` for ``mode`` in this process, for the duration."""
-    registry = trainer_base.TRAINER_REGISTRY
-    previous = registry.get(mode)
-    registry[mode] = trainer_cls
-    try:
-        yield
-    finally:
-        if previous is None:
-            registry.pop(mode, None)
-        else:
-            registry[mode] = previous
-
-
-class BOTSTaskRunner(TaskRunnerV1.__ray_actor_class__):
-    """verl's V1 task runner building :class:`BOTSTrainer` (wrap with ``ray.remote(num_cpus=1)``)."""
-
-    def run(self, config: DictConfig) -> None:
-        """verl's ``TaskRunnerV1.run`` (TransferQueue, trainer, agent loop, fit), with ``BOTSTrainer``."""
-        use_run_log(config)
-        with trainer_registered(config.trainer.v1.trainer_mode, BOTSTrainer):
-            super().run(config)

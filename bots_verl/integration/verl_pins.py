@@ -1,10 +1,11 @@
 """The verl 0.9.1 code that bots-verl's glue and CPU backend depend on, pinned by a hash of its source.
 
-``bots_verl.integration.trainer`` and ``bots_verl.verl_cpu`` extend verl without patching its files, but some of
-that extension touches private names (``_clear_groups``, ``_select_prompt_uids``, ``_ROLLOUT_REGISTRY``, the class
-rebinding of the replay buffer, the registry swap in the task runner) or relies on what a function does (the trainer
-reading verl's dataloader, the weight version that seeds the rollout). Each entry of :data:`PINS` names one verl
-object, the sha256 of its source in verl 0.9.1 and what of ours to re-check when it changes;
+``bots_verl.integration`` (trainer, replay buffer, task runner) and ``bots_verl.verl_cpu`` extend verl without
+patching its files, but some of that extension touches private names (``_clear_groups``, ``_select_prompt_uids``,
+``_ROLLOUT_REGISTRY``, the class rebinding of the replay buffer, the registry swap in the task runner) or relies on
+what a function does (the trainer reading verl's dataloader, the weight version that seeds the rollout). Each entry
+of :data:`PINS` names one verl object, the sha256 of its source in verl 0.9.1 and what of ours to re-check when it
+changes;
 ``tests/integration/test_verl_pins_on_cpu.py`` fails with that message as soon as an installed verl differs.
 
 After re-checking, update the hash with ``python -m bots_verl.integration.verl_pins`` (prints the current hashes).
@@ -59,7 +60,7 @@ class VerlDriftError(RuntimeError):
 PINS: dict[str, tuple[str, str]] = {
     "verl.trainer.ppo.v1.replay_buffer:ReplayBuffer.__init__": (
         "0c37a4862999198830cd4b4835116df2d6e672d105caee9491487f748d94bb90",
-        "BOTSTrainer sets the instance's poll_interval (bots.replay_poll_interval) after verl built it",
+        "adopt_replay_buffer sets the instance's poll_interval (bots.replay_poll_interval) after verl built it",
     ),
     "verl.trainer.ppo.v1.replay_buffer:ReplayBuffer._wait_for_next_poll": (
         "10088bf03da693830d23be51540b04ad3e21e34566f70cbe8863f2867873f8cd",
@@ -83,7 +84,7 @@ PINS: dict[str, tuple[str, str]] = {
     ),
     "verl.trainer.ppo.v1.trainer_base:PPOTrainer._build_replay_buffer": (
         "c6c5bd0783311ea3ed37f2f5054eb1d23533deb76b181643419b2f37897f38be",
-        "BOTSTrainer rebinds the built-in ReplayBuffer instance to BOTSReplayBuffer (keeps verl's DAPO kwargs)",
+        "adopt_replay_buffer rebinds the built-in ReplayBuffer instance to BOTSReplayBuffer (keeps verl's DAPO kwargs)",
     ),
     "verl.trainer.ppo.v1.trainer_base:PPOTrainer._init_dataloader": (
         "86cf3749e087b883b1ddfd5b153f1e8c0d1bc83aaa0c66bf43ce63c04602d3c4",

@@ -31,8 +31,8 @@ import numpy as np
 
 from bots_verl.core.beta_selectors import BOTSSelector
 from bots_verl.core.bots_plus import BOTSPlusSelector
-from bots_verl.core.registry import SELECTION_RULES, Registry
-from bots_verl.core.selection_rules import SelectionRule, top_k
+from bots_verl.core.registry import Registry
+from bots_verl.core.selection_rules import SELECTION_RULES, SelectionRule, top_k
 from bots_verl.core.validation import check_unit_interval
 from bots_verl.sim.selector_registry import SIM_SELECTORS
 

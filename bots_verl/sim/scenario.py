@@ -188,8 +188,8 @@ PRESETS: dict[str, ScenarioConfig] = {
     ),
     # The toy testbed (bots_verl.toy, issue 16): 2352 arithmetic tasks (a+b, a-b, a*b, 1-4 digits, 48 cells), no
     # reference filter, 600 held-out prompts from 8 moderate cells. The starting-world fields marked "fit" are the
-    # output of `python -m bots_verl.sim.toy_fit --calibration runs/toy/data/calibration.parquet` (rounded), which
-    # reproduces bots_verl.sim.toy_fit.TOY_TARGETS (tests/sim/test_toy.py checks it). The others are set by hand:
+    # output of `python -m bots_verl.toy.sim_fit --calibration runs/toy/data/calibration.parquet` (rounded), which
+    # reproduces bots_verl.toy.sim_fit.TOY_TARGETS (tests/toy/test_sim_fit.py checks it). The others are set by hand:
     # three operations sharing digit handling (a general skill plus 3 specific ones, each task mostly on its own
     # operation); the learning dynamics keep the math preset's values (nothing in the calibration measures them).
     "toy": ScenarioConfig(
@@ -209,7 +209,7 @@ PRESETS: dict[str, ScenarioConfig] = {
         filter_weak_max=2.0,
         filter_unsolved=False,
         filter_inverted=False,
-        # fit to the measured Random gain (+0.010 in 24 steps): `python -m bots_verl.sim.toy_compare --measured
+        # fit to the measured Random gain (+0.010 in 24 steps): `python -m bots_verl.toy.sim_compare --measured
         # runs/toy/summary.json --fit-learning-rate`; the math preset's 0.04 predicted seven times the measured gains
         learning_rate=0.0058,
         description="The toy testbed (issue 16): a 1.05M-parameter Llama on integer arithmetic, 2352 tasks, most "

@@ -11,7 +11,7 @@ accepting requests while a batch runs.
 identical requests (same prompt and parameters) since the last weight update. The ``n`` sessions of a prompt are
 identical requests, so they get ``k = 0..n-1`` in arrival order: the *set* of a prompt's responses is fixed by the
 weights and the prompt, whatever the arrival order; the trainer fixes the order of rows itself
-(:class:`~bots_verl.integration.trainer.BOTSReplayBuffer`). The weight version is the ``global_steps`` verl passes
+(:class:`~bots_verl.integration.replay_buffer.BOTSReplayBuffer`). The weight version is the ``global_steps`` verl passes
 with each weight update, the same number in a resumed run. Greedy requests (validation) take no seed and no ``k``.
 Limits: with several replicas, identical prompts routed to different servers draw the same ``k`` (the replica rank is
 part of the seed, so their samples differ, but which replica serves which session depends on routing), and extra

@@ -20,10 +20,11 @@ from analysis_fixtures import CURVES, ETR, write_run
 
 from analysis import tables
 from analysis.loader import LoadError, load_runs
+from analysis.table_model import PAPER_LABELS, Table
 from bots_verl.core.metrics import interval
 
 
-def _mean(table: tables.Table, row: str, key: str) -> float:
+def _mean(table: Table, row: str, key: str) -> float:
     return table.cell(row, "math", key).mean
 
 
@@ -220,7 +221,7 @@ def test_paper_rows_in_the_paper_order_with_its_names(tmp_path: Path, capsys: py
         "bots",
         "bots_greedy",
     ]
-    assert tables.main_table(runs, methods=["paper"]).rows == list(tables.PAPER_LABELS)
+    assert tables.main_table(runs, methods=["paper"]).rows == list(PAPER_LABELS)
     assert tables.main(["--runs", str(tmp_path), "--methods", "paper"]) == 0
     names = [line.split("|")[1].strip() for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][1:]
     assert names == ["Random", "Offline (easy→hard)", "BOTS-MoPPS", "BOTS-DOTS", "BOTS"]

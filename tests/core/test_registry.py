@@ -1,13 +1,12 @@
 """One registry for selectors, evidence plug-ins and selection rules; the command that lists it; presets; renames."""
 
-import importlib
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from bots_verl.core import EVIDENCE, SELECTION_RULES, SELECTORS, Registry, build_selector, register_selector
+from bots_verl.core import EVIDENCE, SELECTION_RULES, SELECTORS, Registry, build_selector
 from bots_verl.core.registry import defaults_of
 from bots_verl.core.selection_rules import top_k
 from bots_verl.core.selector_base import Selector
@@ -33,8 +32,8 @@ def test_one_registry_class_for_everything():
         build_selector("botz", N)
 
 
-def test_register_selector_still_works():
-    @register_selector("_test_first_k")
+def test_a_selector_registers_with_one_decorator():
+    @SELECTORS.register("_test_first_k")
     class FirstK(Selector):
         """The first k tasks."""
 
@@ -107,17 +106,3 @@ def test_presets_accept_their_own_values_and_bots_accepts_any():
 def test_retired_options_say_where_they_went():
     with pytest.raises(ValueError, match="'prior' of selector 'bots' was removed: .*'bots_ablation'"):
         build_selector("bots", N, reference_pass_rates=REF, prior="reference")
-
-
-@pytest.mark.parametrize(
-    ("module", "names"),
-    [
-        ("bots_verl.core.selection", ["SELECTION_RULES", "top_k"]),
-        ("bots_verl.core.selectors", ["SELECTORS", "BOTSSelector", "Selector", "register_selector", "STATE_VERSION"]),
-    ],
-)
-def test_old_module_names_still_import_with_a_deprecation_warning(module, names):
-    sys.modules.pop(module, None)
-    with pytest.warns(DeprecationWarning, match=module.replace(".", r"\.")):
-        mod = importlib.import_module(module)
-    assert all(hasattr(mod, n) for n in names)

@@ -126,7 +126,7 @@ def save_bots_data_pt(folder, num_tasks: int, fingerprint: dict | None, *, selec
     verl's checkpoint writes it) in ``folder``, with its posterior service in this process instead of a Ray actor."""
     from torchdata.stateful_dataloader import StatefulDataLoader
 
-    from bots_verl.integration.actor import PosteriorService
+    from bots_verl.integration.actor import SelectorService
     from bots_verl.integration.sampler import BOTSSampler
 
     class InProcessSampler(BOTSSampler):
@@ -134,7 +134,7 @@ def save_bots_data_pt(folder, num_tasks: int, fingerprint: dict | None, *, selec
             return getattr(self.actor, method)(*args)
 
     reference = np.full((num_tasks, refs), 0.5) if refs else None
-    service = PosteriorService(selector, num_tasks, reference_pass_rates=reference, seed=1)
+    service = SelectorService(selector, num_tasks, reference_pass_rates=reference, seed=1)
     sampler = InProcessSampler(service, num_tasks, 2, list(range(num_tasks)), fingerprint)
     loader = StatefulDataLoader(list(range(num_tasks)), batch_size=2, sampler=sampler)
     next(iter(loader))

@@ -9,7 +9,7 @@ import sys
 import pytest
 from integration_helpers import ROOT, base_overrides, compose, make_pool, save_bots_data_pt
 
-from bots_verl.integration.trainer import use_run_log
+from bots_verl.integration.task_runner import use_run_log
 from bots_verl.main import check_config, run
 
 

@@ -17,18 +17,18 @@ import torch
 from omegaconf import OmegaConf
 from torchdata.stateful_dataloader import StatefulDataLoader
 
-from bots_verl.integration.actor import PosteriorService
+from bots_verl.integration.actor import SelectorService
 from bots_verl.integration.fingerprint import run_fingerprint
-from bots_verl.integration.resume import check_resume_fingerprint
+from bots_verl.integration.resume import check_resume_data_pt, check_resume_fingerprint
 from bots_verl.integration.sampler import BOTSSampler
 from bots_verl.integration.settings import effective_hparams
-from bots_verl.integration.trainer import BOTSTrainer, check_resume_data_pt
+from bots_verl.integration.trainer import BOTSTrainer
 
 N, B, STEP = 12, 3, 2
 
 
 class _InProcessSampler(BOTSSampler):
-    """BOTSSampler calling a PosteriorService in this process instead of a Ray actor."""
+    """BOTSSampler calling a SelectorService in this process instead of a Ray actor."""
 
     def _call(self, method: str, *args: Any) -> Any:
         return getattr(self.actor, method)(*args)
@@ -52,7 +52,7 @@ def _plain_verl_checkpoint(ckpt: Path) -> Path:
 
 
 def _bots_checkpoint(ckpt: Path) -> Path:
-    sampler = _InProcessSampler(PosteriorService("random", N, seed=1), N, B, [f"t{i}" for i in range(N)])
+    sampler = _InProcessSampler(SelectorService("random", N, seed=1), N, B, [f"t{i}" for i in range(N)])
     return _save_loader_state(StatefulDataLoader(list(range(N)), batch_size=B, sampler=sampler), ckpt)
 
 
@@ -124,7 +124,7 @@ def _fingerprint(
 
 def _fingerprinted_checkpoint(ckpt: Path, fingerprint: dict | None) -> Path:
     """A real data.pt (torch.save'd StatefulDataLoader state) of a bots posterior, with ``fingerprint``."""
-    service = PosteriorService("bots", N, reference_pass_rates=REF, seed=1)
+    service = SelectorService("bots", N, reference_pass_rates=REF, seed=1)
     sampler = _InProcessSampler(service, N, B, IDS, fingerprint)
     return _save_loader_state(StatefulDataLoader(list(range(N)), batch_size=B, sampler=sampler), ckpt)
 
@@ -200,7 +200,7 @@ def test_a_resumed_run_writes_its_own_fingerprint(tmp_path):
     folder = _fingerprinted_checkpoint(tmp_path / "a", _fingerprint())
     state = check_resume_data_pt(folder)
     changed = _fingerprint(hparams={"lam": 0.2})
-    sampler = _InProcessSampler(PosteriorService("bots", N, reference_pass_rates=REF, seed=1), N, B, IDS, changed)
+    sampler = _InProcessSampler(SelectorService("bots", N, reference_pass_rates=REF, seed=1), N, B, IDS, changed)
     sampler.load_state_dict(torch.load(folder / "data.pt", weights_only=False)["_sampler_iter_state"]["sampler_state"])
     assert state["fingerprint"] == _fingerprint() and sampler.state_dict()["fingerprint"] == changed
 

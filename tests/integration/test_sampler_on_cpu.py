@@ -10,7 +10,7 @@ import torch
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from bots_verl.core import build_selector
-from bots_verl.integration.actor import create_posterior_actor
+from bots_verl.integration.actor import create_selector_actor
 from bots_verl.integration.sampler import BOTSSampler, PosteriorLostError, checkpoint_sampler_state
 
 N, B = 30, 4
@@ -19,7 +19,7 @@ REF = np.column_stack([np.linspace(0.05, 0.95, N), np.linspace(0.2, 1.0, N)])
 
 
 def _actor(selector="bots", seed=3):
-    return create_posterior_actor(
+    return create_selector_actor(
         f"t_{uuid.uuid4().hex[:8]}", "bots_tests", selector=selector, num_tasks=N, reference_pass_rates=REF, seed=seed
     )
 
@@ -148,13 +148,13 @@ def test_bad_configuration_is_a_value_error(ray_tq):
     with pytest.raises(ValueError, match="select_size"):
         BOTSSampler(None, N, N + 1, IDS)
     with pytest.raises(ValueError, match="could not create|needs reference"):
-        create_posterior_actor(
+        create_selector_actor(
             f"t_{uuid.uuid4().hex[:8]}", "bots_tests", selector="offline_easy2hard", num_tasks=N, seed=0
         )
     name = f"t_{uuid.uuid4().hex[:8]}"
-    first = create_posterior_actor(name, "bots_tests", selector="random", num_tasks=N)  # noqa: F841 (keeps it alive)
+    first = create_selector_actor(name, "bots_tests", selector="random", num_tasks=N)  # noqa: F841 (keeps it alive)
     with pytest.raises(ValueError, match="already exists"):
-        create_posterior_actor(name, "bots_tests", selector="random", num_tasks=N)
+        create_selector_actor(name, "bots_tests", selector="random", num_tasks=N)
 
 
 def test_dispatch_log_and_counters_ride_in_data_pt(ray_tq, tmp_path):
@@ -175,7 +175,7 @@ def test_dispatch_log_and_counters_ride_in_data_pt(ray_tq, tmp_path):
     fresh_loader, fresh = _loader(_actor())
     fresh_loader.load_state_dict(torch.load(tmp_path / "data.pt", weights_only=False))
     next(iter(fresh_loader))  # torchdata applies the state lazily, at the next iterator
-    assert fresh.dispatch_log() == served and fresh.updates == 2 and fresh.attempts == 2 * B * 8
+    assert fresh.dispatch_log() == served and fresh.updates == 2 and fresh.rollouts_received == 2 * B * 8
 
 
 def test_version_1_checkpoints_still_load(ray_tq, tmp_path):

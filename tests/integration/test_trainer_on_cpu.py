@@ -22,7 +22,8 @@ from omegaconf import OmegaConf
 from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
-from bots_verl.integration.trainer import BOTSTrainer, canonical_order
+from bots_verl.integration.canonical_order import canonical_order
+from bots_verl.integration.trainer import BOTSTrainer
 
 N_ROLLOUTS = 4
 
@@ -99,7 +100,8 @@ def test_evidence_lands_on_task_ids_despite_reordered_positions(ray_tq, config):
 
     trainer, rollout = _trainer(config)
     assert len(trainer.train_dataset) == 30 and trainer.train_dataloader.num_workers == 0
-    assert trainer.replay_buffer.poll_interval == 0.05  # bots.replay_poll_interval, not verl's 2 s
+    # bots.replay_poll_interval: null keeps verl's poll; the rollout is not hf, so no row is sorted by its tokens
+    assert trainer.replay_buffer.poll_interval == 2.0 and not trainer.replay_buffer.bots_canonical_order
     results = _steps(trainer, rollout, 3)
     ids, metrics = results[-1]
     assert len(set(ids)) == 4 and metrics["bots/rollouts"] == 4 * N_ROLLOUTS
@@ -188,7 +190,7 @@ def test_a_dapo_group_with_a_failed_session_is_counted_as_verl_trains_on_it(ray_
     group's rollouts (a DAPO-evicted group counts too)."""
     from verl.trainer.ppo.v1 import replay_buffer as verl_replay_buffer
 
-    from bots_verl.integration.trainer import BOTSReplayBuffer
+    from bots_verl.integration.replay_buffer import BOTSReplayBuffer
 
     tag = uuid.uuid4().hex[:8]
     mixed, failed, all_wrong = (f"{name}{tag}" for name in ("mixed", "failed", "wrong"))
@@ -218,7 +220,7 @@ def test_a_dapo_group_with_a_failed_session_is_counted_as_verl_trains_on_it(ray_
         train_batch_size=1,
         gen_batch_size=1,
     )
-    buffer.__class__ = BOTSReplayBuffer  # as BOTSTrainer._build_replay_buffer does
+    buffer.__class__ = BOTSReplayBuffer  # as adopt_replay_buffer does
     observed: list[str] = []
     buffer.bots_observer = lambda k, t, partition_id: observed.extend(k)
     other = "failed" if selected == "mixed" else "mixed"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from analysis import places, tables
 from analysis.loader import load_runs
+from analysis.table_model import PAPER_LABELS
 
 SCRIPT = Path(__file__).resolve().parents[2] / "recipes" / "sim" / "run_paper_experiments.sh"
 
@@ -26,7 +27,7 @@ def test_sim_paper_experiments(tmp_path: Path) -> None:
     proc = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     main = tables.main_table(load_runs([tmp_path / f"paper-{d}" for d in ("math", "code", "logic")]), methods=["paper"])
-    assert main.rows == list(tables.PAPER_LABELS) and main.domains == ["code", "logic", "math"]
+    assert main.rows == list(PAPER_LABELS) and main.domains == ["code", "logic", "math"]
     assert places.place_counts(main).metrics == {"sim": 18}
     ablations = load_runs([tmp_path / "ablations-math"])
     mopps = next(r for r in load_runs([tmp_path / "paper-math"]) if r.label == "bots_mopps")

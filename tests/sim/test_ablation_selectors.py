@@ -1,8 +1,6 @@
 """The directions measured for bots_plus and not adopted: still runnable in the simulator's ablation."""
 
-import importlib
 import pickle
-import sys
 
 import numpy as np
 import pytest
@@ -123,10 +121,3 @@ def test_the_ablation_script_runs(tmp_path):
     for label in ("bots_refprior", "plus_refprior", "plus_adarho", "plus_adalam", "plus_greedy", "plus_learn"):
         assert f"| {label} |" in text
     assert text.count("### `logic`") == 7  # the preset and six sweep cells
-
-
-def test_old_module_name_still_imports_with_a_deprecation_warning():
-    sys.modules.pop("bots_verl.sim.selectors", None)
-    with pytest.warns(DeprecationWarning, match=r"bots_verl\.sim\.selectors"):
-        mod = importlib.import_module("bots_verl.sim.selectors")
-    assert mod.SIM_SELECTORS is SIM_SELECTORS and callable(mod.make_selector)

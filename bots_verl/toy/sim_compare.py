@@ -1,6 +1,6 @@
 """Simulated vs measured: the ``toy`` scenario against the toy testbed's GRPO runs (issue 16).
 
-``python -m bots_verl.sim.toy_compare --measured runs/toy/summary.json --out DIR`` runs the simulator on the ``toy``
+``python -m bots_verl.toy.sim_compare --measured runs/toy/summary.json --out DIR`` runs the simulator on the ``toy``
 scenario with the testbed's selectors plus the ``oracle`` (same steps, batch, rollouts and eval interval; 10 sim
 seeds by default) and writes ``DIR/toy_compare.md`` / ``toy_compare.json``: per selector, simulated and measured
 held-out accuracy gain at the final step (95% t-interval over seeds), the area under the gain curve, mean ETR
@@ -232,6 +232,7 @@ def compare(
     Raises:
         ValueError: for fewer than 2 sim seeds, or a malformed measured summary.
     """
+    # lazily: the benchmark module brings the CPU backend's settings, which the comparison itself does not need
     from bots_verl.toy.benchmark import PROFILES
 
     if seeds < 2:
@@ -298,7 +299,7 @@ def fit_learning_rate(
 ) -> tuple[float, float, float]:
     """The ``toy`` scenario's ``learning_rate`` at which simulated Random gains what measured Random gained.
 
-    The start of training is fitted from the calibration (:mod:`bots_verl.sim.toy_fit`); the learning dynamics are
+    The start of training is fitted from the calibration (:mod:`bots_verl.toy.sim_fit`); the learning dynamics are
     not measured there. This fits the one scale that sets how fast any selector learns, on the one run that involves
     no selection (Random's final held-out gain, mean over its seeds), by bisection in log space (the gain grows with
     the rate). Every other selector's simulated gain is then a prediction, not a fit.
@@ -399,7 +400,7 @@ def _markdown(
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m bots_verl.sim.toy_compare", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bots_verl.toy.sim_compare", description=__doc__.split("\n\n")[0])
     parser.add_argument("--measured", default="runs/toy/summary.json", help="the toy benchmark's summary.json")
     parser.add_argument("--out", required=True, help="output directory (toy_compare.md/json, sim/ run logs)")
     parser.add_argument("--seeds", type=int, default=10, help="simulator seeds (default 10)")

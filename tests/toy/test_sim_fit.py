@@ -11,7 +11,7 @@ import pytest
 
 from bots_verl.sim import build_world, get_scenario
 from bots_verl.sim.loop import stream
-from bots_verl.sim.toy_fit import TOLERANCES, TOY_TARGETS, targets_from_calibration, world_stats
+from bots_verl.toy.sim_fit import TOLERANCES, TOY_TARGETS, targets_from_calibration, world_stats
 
 
 def test_toy_world_reproduces_the_testbed_start():

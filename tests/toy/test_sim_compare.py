@@ -1,4 +1,4 @@
-"""``bots_verl.sim.toy_compare`` on a synthetic toy benchmark (summary.json + run logs in the benchmark's layout)."""
+"""``bots_verl.toy.sim_compare`` on a synthetic toy benchmark (summary.json + run logs in the benchmark's layout)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bots_verl.runlog import RunWriter
-from bots_verl.sim.toy_compare import compare, fit_learning_rate, load_measured, main
+from bots_verl.toy.sim_compare import compare, fit_learning_rate, load_measured, main
 
 # selector, seed, accuracy by step, ETR by step (a subset: bots has one seed, random two)
 RUNS = [

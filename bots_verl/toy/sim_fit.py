@@ -7,9 +7,9 @@ world parameters to them (:func:`fit_toy`): a deterministic coordinate search on
 the squared misfit in units of each statistic's tolerance (:data:`TOLERANCES`). Only the starting world is fitted;
 the learning dynamics (learning rate, capacity, ...) are not, since the calibration says nothing about them.
 
-``python -m bots_verl.sim.toy_fit --calibration runs/toy/data/calibration.parquet`` prints the targets, the fitted
+``python -m bots_verl.toy.sim_fit --calibration runs/toy/data/calibration.parquet`` prints the targets, the fitted
 fields and the misfit; the ``toy`` preset in :mod:`bots_verl.sim.scenario` holds its output (rounded), and
-``tests/sim/test_toy.py`` checks the preset still reproduces :data:`TOY_TARGETS`.
+``tests/toy/test_sim_fit.py`` checks the preset still reproduces :data:`TOY_TARGETS`.
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     """Print the targets, the fitted fields and each statistic of the fitted world."""
     from bots_verl.sim.scenario import PRESETS
 
-    parser = argparse.ArgumentParser(prog="python -m bots_verl.sim.toy_fit", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bots_verl.toy.sim_fit", description=__doc__.split("\n\n")[0])
     parser.add_argument("--calibration", help="calibration.parquet (default: the recorded TOY_TARGETS)")
     parser.add_argument("--rounds", type=int, default=6, help="step-halving rounds of the coordinate search")
     parser.add_argument("--from-preset", action="store_true", help="start from the toy preset (default: math)")
