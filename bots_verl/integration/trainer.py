@@ -330,7 +330,9 @@ class BOTSTrainer(PPOTrainerSync):
                 {}, rollouts=0.0, select_ms=select_ms, read_ms=read_ms, padding_rows=padding, **dispatch
             )
         t1 = time.perf_counter()
-        stats, update_ms = self.bots_sampler.update(indices, successes, attempts)
+        # [async] the age of each task's evidence; None in sync mode (lag 0, the paper's update exactly)
+        lags = self._bots_lags(batch, outcomes, indices)
+        stats, update_ms = self.bots_sampler.update(indices, successes, attempts, lags)
         update_roundtrip_ms = (time.perf_counter() - t1) * 1e3
         dispatch = self.bots_sampler.end_step()
         return bots_metrics(
@@ -346,6 +348,11 @@ class BOTSTrainer(PPOTrainerSync):
             padding_rows=padding,
             **dispatch,
         )
+
+    def _bots_lags(self, batch: Any, outcomes: list[Outcome], indices: Any) -> Any:
+        """Per-task policy lags of this step's evidence: None here (sync: every rollout is from the trained policy);
+        the asynchronous trainers (:mod:`bots_verl.integration.async_trainer`) read them from the trajectory tags."""
+        return None
 
     def step(self, metrics: dict, timing_raw: dict) -> Any:
         """verl's step between the sampler's step brackets, then the posterior update (before the checkpoint)."""
@@ -422,6 +429,9 @@ class BOTSTaskRunner(TaskRunnerV1.__ray_actor_class__):
 
     def run(self, config: DictConfig) -> None:
         """verl's ``TaskRunnerV1.run`` (TransferQueue, trainer, agent loop, fit), with ``BOTSTrainer``."""
+        from bots_verl.integration.async_trainer import bots_trainer_class  # [async] imports this module
+
         use_run_log(config)
-        with trainer_registered(config.trainer.v1.trainer_mode, BOTSTrainer):
+        mode = config.trainer.v1.trainer_mode
+        with trainer_registered(mode, bots_trainer_class(mode)):
             super().run(config)
