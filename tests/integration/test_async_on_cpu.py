@@ -58,14 +58,18 @@ def _wins(position: int, step: int) -> list[float]:
     return [float((position * 5 + s * 3 + step) % 7 < 3) for s in range(N_ROLLOUTS)]
 
 
-@pytest.fixture()
-def clean_train_partition(ray_tq):
-    """Every key this test writes to TransferQueue's ``train`` partition is cleared afterwards."""
-    yield
-    data = tq.kv_list("train") or {}
-    keys = list(data.get("train", {}))
+def _clear_train_partition() -> None:
+    keys = list((tq.kv_list("train") or {}).get("train", {}))
     if keys:
         tq.kv_clear(keys=keys, partition_id="train")
+
+
+@pytest.fixture()
+def clean_train_partition(ray_tq):
+    """TransferQueue's ``train`` partition holds this test's keys only (the replay buffer reads all of it)."""
+    _clear_train_partition()
+    yield
+    _clear_train_partition()
 
 
 class Cluster:
@@ -230,7 +234,7 @@ def test_selection_with_tasks_in_flight_is_deterministic(clean_train_partition):
             cluster.finish(oldest, version_of=lambda uid: cluster.dispatched[uid][1] - 1)
             _trainer(cluster, step).bots_update(cluster.trained_batch(oldest))
             cluster.sampler.end_step()
-        tq.kv_clear(keys=list((tq.kv_list("train") or {}).get("train", {})), partition_id="train")
+        _clear_train_partition()
         return out, _posterior(cluster)
 
     (sel_a, (alpha_a, beta_a)), (sel_b, (alpha_b, beta_b)) = run(), run()
@@ -350,7 +354,7 @@ def test_kill_and_resume_neither_double_counts_nor_drops_evidence(clean_train_pa
     uninterrupted = _posterior(run), run.sampler.attempts
 
     # the restart: TransferQueue restored from its checkpoint, a new actor, data.pt loaded
-    tq.kv_clear(keys=list((tq.kv_list("train") or {}).get("train", {})), partition_id="train")
+    _clear_train_partition()
     tq.kv_batch_put(
         keys=list(in_flight),
         partition_id="train",
