@@ -159,7 +159,15 @@ def _summary(config: DictConfig, settings: BOTSSettings) -> str:
         f"total_training_steps={config.trainer.get('total_training_steps')}",
         f"  trainer.logger={_plain_list(config.trainer.logger)} n_gpus_per_node={config.trainer.n_gpus_per_node} "
         f"nnodes={config.trainer.nnodes}",
+        f"  trainer.v1.trainer_mode={config.trainer.v1.trainer_mode}",
     ]
+    if config.trainer.v1.trainer_mode != "sync":
+        # async: evidence weighed by its age, in-flight tasks sit out (bots_verl/integration/async_trainer.py)
+        sampler = config.trainer.v1.sampler
+        lines.append(
+            f"  async: max_off_policy_threshold={sampler.max_off_policy_threshold} "
+            f"({sampler.max_off_policy_strategy}) evidence weight (1 - lam)**lag"
+        )
     return "\n".join(lines)
 
 

@@ -164,13 +164,28 @@ class BetaPosteriorSelector(Selector):
         return picked
 
     def _update(self, indices: np.ndarray, successes: np.ndarray, attempts: np.ndarray) -> None:
-        rates = successes / attempts
+        self._weighted_update(indices, successes, attempts, None)
+
+    def _update_lagged(
+        self, indices: np.ndarray, successes: np.ndarray, attempts: np.ndarray, lags: np.ndarray
+    ) -> None:
+        """Evidence ``lag`` policy versions old weighs ``(1 - lam) ** lag``, what Eq. 1 would have left of it.
+
+        The rule written plainly: :func:`bots_verl.core.paper_rules.lag_weight`.
+        """
+        self._weighted_update(indices, successes, attempts, (1.0 - self.lam) ** lags.astype(np.float64))
+
+    def _weighted_update(
+        self, indices: np.ndarray, successes: np.ndarray, attempts: np.ndarray, weights: np.ndarray | None
+    ) -> None:
+        rates = successes / attempts  # the plug-in and the diagnostics read the observed rates, whatever their age
         predicted_before = self.evidence.predict(indices)
         p_tilde, evidence_state = self.evidence.propose(indices, rates, attempts)
         m = self.implicit_scale if self.implicit_scale is not None else float(attempts.mean())
-        alpha, beta = self.posterior.updated(
-            indices, successes, attempts - successes, p_tilde, lam=self.lam, rho=self.rho, m=m
-        )
+        failures = attempts - successes
+        if weights is not None:  # weight 1 (lag 0) multiplies exactly, so lag 0 is Eq. 1 bit for bit
+            successes, failures = weights * successes, weights * failures
+        alpha, beta = self.posterior.updated(indices, successes, failures, p_tilde, lam=self.lam, rho=self.rho, m=m)
         update_stats = self._diagnostics(indices, rates, predicted_before)
         if p_tilde is not None:
             update_stats["implicit/batch_mae"] = float(np.abs(p_tilde[indices] - rates).mean())

@@ -30,6 +30,7 @@ from bots_verl.core.validation import (
     check_batch_size,
     check_count,
     check_indices,
+    check_lags,
     check_outcomes,
     check_real_array,
     check_reference,
@@ -155,20 +156,34 @@ class Selector:
         self.selections += 1
         return indices
 
-    def update(self, indices: Any, successes: Any, attempts: Any) -> None:
+    def update(self, indices: Any, successes: Any, attempts: Any, lags: Any = None) -> None:
         """Feed one training step's outcomes: per task, ``successes`` out of ``attempts`` rollouts.
 
         Successes may be fractional (rewards in [0, 1] summed over the rollouts). One call is one step: the
         forgetting toward the prior is applied once per call. The update is all-or-nothing.
 
+        Args:
+            indices: the tasks trained this step (unique).
+            successes: per task, its successes (fractional allowed).
+            attempts: per task, its rollouts.
+            lags: ours, for asynchronous training: per task, how many policy versions older than the policy this
+                step trains its rollouts' policy was (non-negative integers). None or all zeros is the paper's
+                synchronous update, exactly; the Beta selectors weigh older evidence by ``(1 - lam) ** lag``
+                (:func:`bots_verl.core.paper_rules.lag_weight`), selectors without a posterior ignore it.
+
         Raises:
             ValueError: on indices out of range or repeated, arrays of different lengths, successes that are not real
                 numbers, negative, above attempts, NaN or infinite, attempts that are not positive or absurdly large,
-                or counts that would overflow the posterior. The state is then unchanged.
+                lags that are not non-negative integers, or counts that would overflow the posterior. The state is
+                then unchanged.
         """
         idx = check_indices(indices, self.num_tasks)
         s, n = check_outcomes(successes, attempts, idx.size)
-        self._update(idx, s, n)
+        k = None if lags is None else check_lags(lags, idx.size)
+        if k is None or not k.any():
+            self._update(idx, s, n)
+        else:
+            self._update_lagged(idx, s, n, k)
         self.steps += 1
         self.last_batch_stats = {
             "batch/effective_task_ratio": effective_task_ratio(s, n),
@@ -258,6 +273,16 @@ class Selector:
 
     def _update(self, indices: np.ndarray, successes: np.ndarray, attempts: np.ndarray) -> None:
         """Selectors without a posterior ignore outcomes (they are still validated)."""
+
+    def _update_lagged(
+        self, indices: np.ndarray, successes: np.ndarray, attempts: np.ndarray, lags: np.ndarray
+    ) -> None:
+        """An update whose evidence is ``lags`` (validated, not all 0) policy versions old.
+
+        Selectors that keep no evidence-weighted state (``random``, ``greso``'s streaks, ...) treat it as any
+        update; the Beta selectors override it to discount old evidence.
+        """
+        self._update(indices, successes, attempts)
 
     def _state(self) -> dict[str, Any]:
         return {}

@@ -17,9 +17,11 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "MAX_ATTEMPTS",
     "MAX_COUNT",
+    "MAX_LAG",
     "check_batch_size",
     "check_count",
     "check_indices",
+    "check_lags",
     "check_outcomes",
     "check_real_array",
     "check_reference",
@@ -32,6 +34,9 @@ __all__ = [
 # The most rollouts one task may report in one update. Real runs use tens; beyond this the counts are a unit error,
 # and near 1e308 they would overflow the posterior to inf/NaN.
 MAX_ATTEMPTS = 1e9
+# The largest policy lag (in training steps) an update may report. Evidence that old weighs (1 - lam)**lag, which is
+# 0.0 in float64 long before this for any lam > 0; a larger value is a unit error (a timestamp, not a step count).
+MAX_LAG = 2**31 - 1
 # The largest counter a checkpoint may hold (steps, selections, times a task was selected): exact in float64.
 MAX_COUNT = 2**53
 
@@ -106,6 +111,30 @@ def check_outcomes(successes: Any, attempts: Any, size: int) -> tuple[np.ndarray
             f"successes exceed attempts at positions {pos.tolist()}: {s[pos].tolist()} > {n[pos].tolist()}"
         )
     return s, n
+
+
+def check_lags(lags: Any, size: int) -> np.ndarray:
+    """Return per-task policy lags as a 1-D int64 array of length ``size`` with entries in ``[0, MAX_LAG]``.
+
+    A lag is how many policy versions older than the one this step trains the evidence was generated under (0 in
+    synchronous training). Only integers are accepted: a fractional lag has no meaning in verl's version counter, and
+    a boolean or float array is more likely a mix-up of arguments than a lag.
+
+    Raises:
+        ValueError: if the array is not 1-D, of another length than the update, not integral (booleans and floats
+            included), negative or above :data:`MAX_LAG`.
+    """
+    arr = np.asarray(lags)
+    if arr.ndim != 1:
+        raise ValueError(f"lags must be a 1-D array, got shape {arr.shape}")
+    if arr.size != size:
+        raise ValueError(f"lags and indices differ in length: {arr.size} lags for {size} tasks")
+    if arr.dtype.kind not in "iu":
+        raise ValueError(f"lags must hold non-negative integers (policy versions), got dtype {arr.dtype}")
+    if arr.size and (int(arr.min()) < 0 or int(arr.max()) > MAX_LAG):
+        bad = arr[(arr < 0) | (arr > MAX_LAG)]
+        raise ValueError(f"lags must lie in [0, {MAX_LAG}], got {bad[:5].tolist()}")
+    return arr.astype(np.int64, copy=False)
 
 
 def check_reference(reference: Any, num_tasks: int, *, nan_policy: str = "impute") -> np.ndarray:

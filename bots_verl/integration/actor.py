@@ -67,14 +67,19 @@ class SelectorService:
         indices = self.selector.select(batch_size)
         return indices, self.incarnation, (time.perf_counter() - t0) * 1e3
 
-    def update(self, indices: np.ndarray, successes: np.ndarray, attempts: np.ndarray) -> tuple[dict, str, float]:
+    def update(
+        self, indices: np.ndarray, successes: np.ndarray, attempts: np.ndarray, lags: np.ndarray | None = None
+    ) -> tuple[dict, str, float]:
         """Apply one step's evidence (validated by the selector; bad input raises and changes nothing).
+
+        ``lags``: per task, how many policy versions old its evidence is (asynchronous training); None: all 0, the
+        paper's update.
 
         Returns:
             ``(stats, incarnation, update_ms)`` with ``stats`` the selector's :meth:`stats` after the update.
         """
         t0 = time.perf_counter()
-        self.selector.update(indices, successes, attempts)
+        self.selector.update(indices, successes, attempts, lags=lags)
         ms = (time.perf_counter() - t0) * 1e3
         return self.selector.stats(), self.incarnation, ms
 

@@ -50,6 +50,8 @@ class Outcome:
     task_id: int | str
     success: float
     score: float
+    # the TransferQueue key it was read from (its session's final output): dates it in the asynchronous modes
+    key: str = ""
 
 
 def session_keys(keys: Sequence[str], tags: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -121,7 +123,7 @@ def read_outcomes(
             success = rule(value, info)
         except ValueError as exc:
             raise ValueError(f"trajectory {key}: {exc}") from exc
-        out.append(Outcome(task_id=task_id_of({task_path[0]: root}, task_path), success=success, score=value))
+        out.append(Outcome(task_id=task_id_of({task_path[0]: root}, task_path), success=success, score=value, key=key))
     return out
 
 

@@ -22,6 +22,10 @@ resume), the number of updates and rollouts the posterior has received, and the 
 positions (:meth:`BOTSSampler.dispatch_log`), so verl's ``global_step_N/data.pt`` restores exactly; torchdata does
 not fast-forward a Stateful sampler, so no selection is replayed. ``load_state_dict`` is applied lazily by
 ``StatefulDataLoader`` at the next ``iter()``.
+
+In verl's asynchronous modes the sampler also holds an :class:`~bots_verl.integration.inflight.InflightLedger`:
+tasks whose groups are still in flight sit out the next selection while the pool allows (see that module), and the
+ledger is part of the state.
 """
 
 from __future__ import annotations
@@ -30,21 +34,23 @@ import logging
 import os
 import pickle
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
 from bots_verl.integration.actor import from_torch_safe, to_torch_safe
+from bots_verl.integration.inflight import InflightLedger
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["BOTSSampler", "PosteriorLostError", "checkpoint_sampler_state"]
 
-# 3: the run's fingerprint (bots_verl.integration.fingerprint) rides along. Versions 1 and 2 still load.
-STATE_VERSION = 3
-READABLE_STATE_VERSIONS = (1, 2, 3)
+# 3: the run's fingerprint (bots_verl.integration.fingerprint) rides along. 4: the in-flight ledger (async modes).
+# Versions 1 to 3 still load.
+STATE_VERSION = 4
+READABLE_STATE_VERSIONS = (1, 2, 3, 4)
 
 
 def _what_is_missing(state: Any) -> str | None:
@@ -101,6 +107,10 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         task_ids: the task id of each dataset position; stored in checkpoints to detect a changed pool.
         fingerprint: what the posterior means (pool, reference columns, selector;
             :func:`~bots_verl.integration.fingerprint.run_fingerprint`), stored in checkpoints for the resume check.
+        inflight: the in-flight ledger of an asynchronous run (None: synchronous, nothing is in flight between
+            steps).
+        registered_prompts: returns the prompt uids TransferQueue still holds (pending, running, or finished and
+            not trained); the ledger forgets the others before each selection, update and checkpoint.
 
     Raises:
         ValueError: if ``select_size`` is not in ``[1, num_tasks]`` or ``task_ids`` has the wrong length.
@@ -113,6 +123,8 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         select_size: int,
         task_ids: Sequence[int | str],
         fingerprint: dict[str, Any] | None = None,
+        inflight: InflightLedger | None = None,
+        registered_prompts: Callable[[], Collection[str]] | None = None,
     ) -> None:
         if not 1 <= select_size <= num_tasks:
             raise ValueError(f"select_size={select_size} must be in [1, {num_tasks}] (train_batch_size vs pool size)")
@@ -123,6 +135,9 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         self.select_size = int(select_size)
         self.task_ids = list(task_ids)
         self.fingerprint = fingerprint
+        self.inflight = inflight
+        self._registered_prompts = registered_prompts
+        self._inflight_fallbacks = 0  # in-flight tasks selected again because the rest of the pool could not fill
         self._pending: list[int] = []
         self._pending_version = 0  # number of posterior updates when _pending was selected
         self._incarnation: str | None = None
@@ -154,6 +169,8 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
                 self._repeats += 1
             self._exclude.add(index)
             self._dispatched.append(index)
+            if self.inflight is not None:
+                self.inflight.dispatched(index)
             yield index
 
     # ------------------------------------------------------------------------------------------------ steps
@@ -163,6 +180,9 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         self._dispatched = []
         self._stale = 0
         self._repeats = 0
+        self._inflight_fallbacks = 0
+        if self.inflight is not None:
+            self.inflight.tick(step)
 
     def end_step(self) -> dict[str, float]:
         """Close the current step: log its dispatched positions; returns the step's dispatch figures.
@@ -174,11 +194,38 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         """
         if self._step is not None:
             self._log.append((self._step, list(self._dispatched)))
-        return {
+        figures = {
             "dispatched": float(len(self._dispatched)),
             "stale_dispatches": float(self._stale),
             "repeat_dispatches": float(self._repeats),
         }
+        if self.inflight is not None:
+            figures["inflight_groups"] = float(len(self.inflight))
+            figures["inflight_fallbacks"] = float(self._inflight_fallbacks)
+        return figures
+
+    def track_inflight(self, ledger: InflightLedger, registered_prompts: Callable[[], Collection[str]] | None) -> None:
+        """Switch on the in-flight rule of the asynchronous modes (before the first selection or state load).
+
+        Args:
+            ledger: the (empty) ledger; a checkpoint's ledger is loaded into it by :meth:`load_state_dict`.
+            registered_prompts: returns the prompt uids TransferQueue still holds.
+        """
+        self.inflight = ledger
+        self._registered_prompts = registered_prompts
+
+    def bind_uids(self, uids: Sequence[str], step: int) -> None:
+        """verl gave the prompts just fetched (the last ``len(uids)`` positions yielded) these uids at ``step``.
+
+        Only the in-flight ledger of an asynchronous run needs them; a synchronous sampler ignores the call.
+        """
+        if self.inflight is not None:
+            self.inflight.bind(uids, step)
+
+    def _reconcile_inflight(self) -> None:
+        """Forget in-flight groups whose prompt TransferQueue no longer holds (trained or evicted)."""
+        if self.inflight is not None and self._registered_prompts is not None:
+            self.inflight.retain(set(self._registered_prompts()))
 
     def dispatch_log(self) -> list[tuple[int, list[int]]]:
         """``(step, positions)`` for every closed step, in order (restored from checkpoints)."""
@@ -220,17 +267,35 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         if len(exclude) >= self.num_tasks:
             logger.warning("every task of the pool was dispatched in step %s; tasks now come a second time", self._step)
             exclude = set()
-        want = min(self.num_tasks, len(exclude) + self.select_size)
+        # Async modes: tasks with a group in flight sit out too (empty in sync mode, so sync selects as before).
+        self._reconcile_inflight()
+        blocked = [] if self.inflight is None else [p for p in self.inflight.blocking() if p not in exclude]
+        want = min(self.num_tasks, len(exclude) + len(blocked) + self.select_size)
         t0 = time.perf_counter()
         indices, token, ms = self._call("select", want)
         self._check_incarnation(token)
         self.select_ms += ms
         self.select_roundtrip_ms += (time.perf_counter() - t0) * 1e3
-        self._pending = [int(i) for i in np.asarray(indices) if int(i) not in exclude]
+        ranked = [int(i) for i in np.asarray(indices)]
+        sitting_out = set(blocked)
+        self._pending = [i for i in ranked if i not in exclude and i not in sitting_out]
+        short = self.select_size - len(self._pending)
+        if blocked and short > 0:
+            # The pool without the in-flight tasks cannot fill a selection: the selector's best-ranked in-flight
+            # tasks fill it, rather than stalling training (their earlier groups' evidence is still to come).
+            fill = [i for i in ranked if i in sitting_out][:short]
+            self._pending.extend(fill)
+            self._inflight_fallbacks += len(fill)
         self._pending_version = self._updates
 
-    def update(self, indices: np.ndarray, successes: np.ndarray, attempts: np.ndarray) -> tuple[dict, float]:
+    def update(
+        self, indices: np.ndarray, successes: np.ndarray, attempts: np.ndarray, lags: np.ndarray | None = None
+    ) -> tuple[dict, float]:
         """Send one step's evidence to the actor.
+
+        Args:
+            indices, successes, attempts: per task trained this step (see ``Selector.update``).
+            lags: per task, how many policy versions old its rollouts are (asynchronous modes); None: all 0.
 
         Returns:
             ``(stats, update_ms)``: the selector's statistics after the update and the actor-side update time.
@@ -239,13 +304,14 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
             ValueError: for invalid evidence (the posterior is unchanged).
             PosteriorLostError: if the actor died or was re-created.
         """
-        stats, token, ms = self._call("update", indices, successes, attempts)
+        stats, token, ms = self._call("update", indices, successes, attempts, lags)
         self._check_incarnation(token)
         self._updates += 1
         self._rollouts_received += float(np.sum(attempts))
         # selections made before this update are stale: never serve them
         self._pending = []
         self._exclude = set()
+        self._reconcile_inflight()
         return stats, ms
 
     def pop_timing(self) -> tuple[float, float]:
@@ -260,6 +326,7 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         (a resumed run stores its own: the resume check accepted it); torch-loadable."""
         selector_state, token = self._call("state_dict")
         self._check_incarnation(token)
+        self._reconcile_inflight()
         return {
             "version": STATE_VERSION,
             "selector_state": to_torch_safe(selector_state),
@@ -271,6 +338,7 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
             "attempts": self._rollouts_received,
             "dispatch_log": [[step, list(positions)] for step, positions in self._log],
             "fingerprint": self.fingerprint,
+            "inflight": None if self.inflight is None else self.inflight.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -290,6 +358,18 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         if int(state["select_size"]) != self.select_size:
             logger.warning("train_batch_size changed from %s to %s on resume", state["select_size"], self.select_size)
         log = [(int(step), [int(p) for p in positions]) for step, positions in state.get("dispatch_log", [])]
+        inflight_state = state.get("inflight", None)
+        if self.inflight is not None:
+            # checked before the actor is touched; a synchronous checkpoint (none) resumes with nothing in flight
+            ledger = InflightLedger(self.inflight.stale_after)
+            if inflight_state is not None:
+                ledger.load_state_dict(inflight_state, self.num_tasks)
+        elif inflight_state is not None and inflight_state.get("entries"):
+            logger.warning(
+                "the checkpoint has %d groups in flight (an asynchronous run) and this run is synchronous: verl does "
+                "not restore them, so their evidence never arrives",
+                len(inflight_state["entries"]),
+            )
         token = self._call("load_state_dict", from_torch_safe(state["selector_state"]))
         self._incarnation = token
         self._pending = [int(i) for i in state["pending"]]
@@ -298,3 +378,5 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         self._pending_version = self._updates
         self._rollouts_received = float(state.get("attempts", 0.0))
         self._log = log
+        if self.inflight is not None:
+            self.inflight = ledger

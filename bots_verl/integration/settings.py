@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "SUCCESS_RULES",
+    "TRAINER_MODES",
     "BOTSSettings",
     "check_data_subset",
     "check_verl_compat",
@@ -36,6 +37,11 @@ __all__ = [
     "resolve_method_label",
     "train_files",
 ]
+
+
+# verl 0.9.1's V1 trainer modes BOTS runs in: the sync trainer (BOTSTrainer) and the two asynchronous ones, whose
+# evidence is weighed by its age and whose in-flight tasks sit out selection (bots_verl.integration.async_trainer).
+TRAINER_MODES = ("sync", "colocate_async", "separate_async")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -279,8 +285,8 @@ def check_verl_compat(config: DictConfig) -> None:
     """Check the verl settings BOTS depends on.
 
     Raises:
-        ValueError: if ``data.dataloader_num_workers`` is not 0, the V1 trainer is off, the mode is not ``sync``, or
-            verl's rollout skip for the V1 trainer (``skip.rollout_tq``) is on.
+        ValueError: if ``data.dataloader_num_workers`` is not 0, the V1 trainer is off, the mode is not one of
+            :data:`TRAINER_MODES`, or verl's rollout skip for the V1 trainer (``skip.rollout_tq``) is on.
     """
     workers = config.data.get("dataloader_num_workers", None)
     if workers != 0:
@@ -291,8 +297,10 @@ def check_verl_compat(config: DictConfig) -> None:
     if not config.trainer.get("use_v1", True):
         raise ValueError("trainer.use_v1=false: BOTS runs on verl's V1 (TransferQueue) trainer only")
     mode = config.trainer.v1.get("trainer_mode", "sync")
-    if mode != "sync":
-        raise ValueError(f"trainer.v1.trainer_mode={mode!r}: BOTS supports the 'sync' mode only")
+    if mode not in TRAINER_MODES:
+        raise ValueError(f"trainer.v1.trainer_mode={mode!r}: BOTS runs in verl's modes {list(TRAINER_MODES)}")
+    if mode == "separate_async":
+        _check_separate_async(config)
     rollout_tq = (config.get("skip", None) or {}).get("rollout_tq", None) or {}
     if rollout_tq.get("enable", False):
         # On a cached step verl draws the batch BOTS selected, drops it, and trains on trajectories saved by an
@@ -303,6 +311,34 @@ def check_verl_compat(config: DictConfig) -> None:
             "of rolling out the tasks BOTS selected for the step, so the posterior would be credited with the wrong "
             "tasks. Set skip.rollout_tq.enable=false (BOTS cannot run with cached rollouts)"
         )
+
+
+def _check_separate_async(config: DictConfig) -> None:
+    """What ``PPOTrainerSeparateAsync.__init__`` asserts (verl 0.9.1), as errors the dry run names before Ray starts.
+
+    Raises:
+        ValueError: listing every setting verl would refuse.
+    """
+    rollout = config.actor_rollout_ref.rollout
+    sync_step = config.trainer.v1.separate_async.get("parameter_sync_step", 1)
+    mini_batch = config.actor_rollout_ref.actor.ppo_mini_batch_size
+    problems = []
+    if config.data.train_batch_size != sync_step * mini_batch:
+        problems.append(
+            f"data.train_batch_size={config.data.train_batch_size} must equal "
+            f"trainer.v1.separate_async.parameter_sync_step ({sync_step}) * "
+            f"actor_rollout_ref.actor.ppo_mini_batch_size ({mini_batch})"
+        )
+    for key in ("nnodes", "n_gpus_per_node"):
+        if not rollout.get(key, 0) or rollout.get(key, 0) <= 0:
+            problems.append(f"actor_rollout_ref.rollout.{key}={rollout.get(key)!r} must be > 0 (the standalone pool)")
+    if rollout.checkpoint_engine.get("backend", "naive") == "naive":
+        problems.append(
+            "actor_rollout_ref.rollout.checkpoint_engine.backend=naive cannot sync weights to a separate rollout "
+            "pool; use nccl, nixl or mooncake"
+        )
+    if problems:
+        raise ValueError("trainer.v1.trainer_mode=separate_async: " + "; ".join(problems))
 
 
 def train_files(config: DictConfig) -> list[str]:

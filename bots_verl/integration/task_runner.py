@@ -16,8 +16,8 @@ from omegaconf import DictConfig
 from verl.trainer.main_ppo import TaskRunnerV1
 from verl.trainer.ppo.v1 import trainer_base
 
+from bots_verl.integration.async_trainer import bots_trainer_class
 from bots_verl.integration.resume import check_run_log_dir
-from bots_verl.integration.trainer import BOTSTrainer
 from bots_verl.runlog import METRICS_FILE, rotate_metrics
 
 logger = logging.getLogger(__name__)
@@ -71,5 +71,6 @@ class BOTSTaskRunner(TaskRunnerV1.__ray_actor_class__):
     def run(self, config: DictConfig) -> None:
         """verl's ``TaskRunnerV1.run`` (TransferQueue, trainer, agent loop, fit), with ``BOTSTrainer``."""
         use_run_log(config)
-        with trainer_registered(config.trainer.v1.trainer_mode, BOTSTrainer):
+        mode = config.trainer.v1.trainer_mode
+        with trainer_registered(mode, bots_trainer_class(mode)):
             super().run(config)

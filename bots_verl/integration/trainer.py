@@ -211,7 +211,9 @@ class BOTSTrainer(PPOTrainerSync):
                 {}, rollouts=0.0, select_ms=select_ms, read_ms=read_ms, padding_rows=padding, **dispatch
             )
         t1 = time.perf_counter()
-        stats, update_ms = self.bots_sampler.update(indices, successes, attempts)
+        # [async] the age of each task's evidence; None in sync mode (lag 0, the paper's update exactly)
+        lags = self._bots_lags(batch, outcomes, indices)
+        stats, update_ms = self.bots_sampler.update(indices, successes, attempts, lags)
         update_roundtrip_ms = (time.perf_counter() - t1) * 1e3
         dispatch = self.bots_sampler.end_step()
         return bots_metrics(
@@ -227,6 +229,11 @@ class BOTSTrainer(PPOTrainerSync):
             padding_rows=padding,
             **dispatch,
         )
+
+    def _bots_lags(self, batch: Any, outcomes: list[Outcome], indices: Any) -> Any:
+        """Per-task policy lags of this step's evidence: None here (sync: every rollout is from the trained policy);
+        the asynchronous trainers (:mod:`bots_verl.integration.async_trainer`) read them from the trajectory tags."""
+        return None
 
     def step(self, metrics: dict, timing_raw: dict) -> Any:
         """verl's step between the sampler's step brackets, then the posterior update (before the checkpoint)."""

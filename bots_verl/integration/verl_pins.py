@@ -148,6 +148,36 @@ PINS: dict[str, tuple[str, str]] = {
         "9852cc45bd3fc72deaa3a195fee09401fefeb1d809e9fdd21c25986adba238b9",
         "scores each row as its own compute_score call (GroupedAgentLoopWorker's one reward call per group)",
     ),
+    # [async] bots_verl.integration.async_trainer, inflight, staleness
+    "verl.trainer.ppo.v1.trainer_colocate_async:PPOTrainerColocateAsync": (
+        "678d665bb28cbed489cd4c783ee945a0457d6c774cf105a8c820a0388f04bce8",
+        "BOTSColocateAsyncTrainer takes back its on_init_end/on_step_end/on_sample_end (async_trainer.SYNC_HOOKS)",
+    ),
+    "verl.trainer.ppo.v1.trainer_separate_async:PPOTrainerSeparateAsync.__init__": (
+        "418e5369c827b110184ae9a772e3b04c134736ea32f54a6b5d3f2666d3dd50a7",
+        "settings._check_separate_async names the settings it asserts on before Ray starts",
+    ),
+    "verl.trainer.ppo.v1.trainer_separate_async:PPOTrainerSeparateAsync.on_step_end": (
+        "33ea28ad74a3d0164f475629b8e33cb8f5e6b99aeb1578a024e632785f63eaba",
+        "weights reach the standalone rollout as version global_steps after the step (staleness: lag = t - 1 - v)",
+    ),
+    "verl.trainer.ppo.v1.replay_buffer:ReplayBufferAsync": (
+        "26c6f64d5fa7c44099ae79ecfbb0a8c754a5ce104699ca85ed4a7c234482a81c",
+        "stale/failed/DAPO groups evicted by clearing their prompt key (the in-flight ledger follows the registry); "
+        "the staleness span convention InflightLedger.stale_after mirrors",
+    ),
+    "verl.workers.rollout.llm_server:FullyAsyncLLMServerClient.generate": (
+        "3d6399350ff024fd974ac921bc42f8a061ad81adaca593db1de2265cba43f6b0",
+        "min_global_steps = the oldest weight version of a resumed partial rollout (staleness.VERSION_TAG)",
+    ),
+    "verl.trainer.ppo.v1.trainer_base:PPOTrainer._reissue_inflight_prompts": (
+        "64f2191e335dec93bac26b803e819c80e5341cbf51e269fb469c1a395bc42ae9",
+        "a resumed async run re-issues in-flight prompts under their own uids (the ledger in data.pt names them)",
+    ),
+    "verl.trainer.ppo.v1.trainer_base:PPOTrainer._save_checkpoint": (
+        "8c2435b577e54f19ab6012e1eb5f44f01e6c8f4dd6380467914cb6afb9ab9d23",
+        "data.pt (posterior + ledger) and the TransferQueue checkpoint are written together after the update",
+    ),
     "verl.utils.dataset.rl_dataset:RLHFDataset._download": (
         "3c801c9bdead5d2c24eb3345ba5323d338aa6c2eb559710ab00fd2b5e47a3467",
         "BOTSTrainer reads reference columns from dataset.data_files, the local copies made here",

@@ -58,7 +58,7 @@ def test_dry_run_warns_for_paths_only_on_the_cluster(caplog):
         ("bots.reference_columns=[weak_pass_rate,missing_col]", "has no column 'missing_col'"),
         ("bots.task_id_field=uid_col", "has no column 'uid_col'"),
         ("data.dataloader_num_workers=2", "dataloader_num_workers"),
-        ("trainer.v1.trainer_mode=colocate_async", "trainer_mode"),
+        ("trainer.v1.trainer_mode=fully_async", "trainer_mode"),
         ("+bots.hparams.lamb=0.1", "lamb"),
         ("bots.success.rule=maybe", "bots.success.rule"),
         ("bots.reference_columns=[]", "reference"),
