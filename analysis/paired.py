@@ -705,7 +705,8 @@ def paired_figure(comparisons: Sequence[Comparison], keys: Sequence[str] = FIGUR
     handles, labels = axes[0].get_legend_handles_labels()
     unique = dict(zip(labels, handles, strict=True))
     baseline = comparisons[0].baseline if comparisons else BASELINE
-    fig.legend(unique.values(), unique.keys(), loc="upper right", fontsize=7, ncol=len(unique))
+    if unique:  # no seed with a value draws nothing to label (and matplotlib >= 3.10 refuses ncol=0)
+        fig.legend(unique.values(), unique.keys(), loc="upper right", fontsize=7, ncol=len(unique))
     fig.suptitle(f"paired against {baseline}, per seed", fontsize=10, x=0.02, ha="left")
     fig.tight_layout(rect=(0, 0, 1, 0.9))
     return fig
