@@ -44,10 +44,22 @@ from bots_verl.verl_cpu.smoke import ENV as TRAINING_ENV
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PROFILES", "BenchmarkProfile", "main", "run_benchmark", "training_overrides"]
+__all__ = ["PROFILES", "VARIANTS", "BenchmarkProfile", "arm_settings", "main", "run_benchmark", "training_overrides"]
 
 #: the selectors of issue 16, in the order of the tables
 ALL_SELECTORS = ("random", "offline_easy2hard", "mopps", "implicit_only", "bots", "bots_plus")
+
+# verl's DAPO dynamic sampling on the correctness metric: all-0 / all-1 groups are discarded after their rollouts and
+# the step is refilled until it holds train_batch_size mixed groups (every generated rollout counts in bots/rollouts)
+_DYNAMIC_SAMPLING = ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=acc")
+
+#: arms that are a selector plus verl settings (name -> selector, overrides); any other arm is a registered selector
+VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    # DAPO-DS (arXiv 2503.14476): Random order with dynamic sampling, the baseline most verl users run
+    "dapo_ds": ("random", _DYNAMIC_SAMPLING),
+    # GRESO as its paper runs it (arXiv 2506.02177): pre-rollout skipping on top of dynamic sampling
+    "greso_ds": ("greso", _DYNAMIC_SAMPLING),
+}
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,9 @@ class BenchmarkProfile:
     extra: tuple[str, ...] = field(default_factory=tuple)
 
 
+#: issue 24's peers and our warm start against Random and paper BOTS, on the headline's seeds and settings
+BEYOND_SELECTORS = ("random", "dapo_ds", "greso_ds", "bots", "bots_warm")
+
 #: the issue-21 headline: paper BOTS against Random and against trusting the references alone (implicit_only)
 HEADLINE_SELECTORS = ("random", "bots", "implicit_only")
 HEADLINE_SEEDS = tuple(range(8))
@@ -92,17 +107,42 @@ PROFILES: dict[str, BenchmarkProfile] = {
     ),
     # every selector on the headline's seeds and settings: shares its run directory, so finished headline runs count
     "full": BenchmarkProfile("full", "full", ALL_SELECTORS, HEADLINE_SEEDS, steps=60, eval_every=3, **_LEARNING),
+    # issue 24 in the same run directory: the finished random and bots runs of the headline count
+    "beyond": BenchmarkProfile("beyond", "full", BEYOND_SELECTORS, HEADLINE_SEEDS, steps=60, eval_every=3, **_LEARNING),
     "quick": BenchmarkProfile("quick", "quick", ("random", "bots"), (0,), steps=6, lr=3e-5, eval_every=3),
     "ci": BenchmarkProfile("ci", "ci", ("random", "bots"), (0,), steps=2, prompts=4, n=4, eval_every=1),
 }
 
-_DEFAULT_OUT = {"headline": "runs/toy", "full": "runs/toy", "quick": "runs/toy/quick", "ci": "runs/toy/ci"}
+_DEFAULT_OUT = {
+    "headline": "runs/toy",
+    "full": "runs/toy",
+    "beyond": "runs/toy",
+    "quick": "runs/toy/quick",
+    "ci": "runs/toy/ci",
+}
+
+
+def arm_settings(arm: str) -> tuple[str, tuple[str, ...]]:
+    """The registered selector and the extra verl overrides of a benchmark arm (a :data:`VARIANTS` name or a selector).
+
+    Raises:
+        ValueError: ``arm`` is neither a variant nor a registered selector.
+    """
+    from bots_verl.core import SELECTORS
+
+    selector, extra = VARIANTS.get(arm, (arm, ()))
+    SELECTORS.lookup(selector)
+    return selector, extra
 
 
 def training_overrides(
-    manifest: dict[str, Any], profile: BenchmarkProfile, selector: str, seed: int, run_dir: Path
+    manifest: dict[str, Any], profile: BenchmarkProfile, arm: str, seed: int, run_dir: Path
 ) -> list[str]:
-    """``python -m bots_verl.main`` overrides of one run (the artifacts' paths come from the prepare manifest)."""
+    """``python -m bots_verl.main`` overrides of one run (the artifacts' paths come from the prepare manifest).
+
+    ``arm`` is a selector or a :data:`VARIANTS` name; a variant's run records the arm as its method label.
+    """
+    selector, arm_extra = arm_settings(arm)
     art = manifest["artifacts"]
     models = art["policy_models"]
     model = models[str(seed % len(models))]
@@ -147,7 +187,7 @@ def training_overrides(
         "trainer.resume_mode=auto",
         f"trainer.default_local_dir={run_dir / 'ckpt'}",
         "trainer.project_name=bots_toy",
-        f"trainer.experiment_name=toy_{profile.name}_{selector}_s{seed}",
+        f"trainer.experiment_name=toy_{profile.name}_{arm}_s{seed}",
         f"bots.selector={selector}",
         f"bots.reference_columns=[{refs}]",
         f"bots.task_id_field={art['task_id_field']}",
@@ -155,8 +195,10 @@ def training_overrides(
         f"bots.seed={seed}",
         f"bots.run_log.dir={run_dir / 'run'}",
         "bots.run_log.domain=toy",
-        f"bots.run_log.run_id=toy_{profile.name}_{selector}_s{seed}",
+        f"bots.run_log.run_id=toy_{profile.name}_{arm}_s{seed}",
+        *([f"bots.run_log.method={arm}"] if arm in VARIANTS else []),
         f"hydra.run.dir={run_dir / 'hydra'}",
+        *arm_extra,
         *profile.extra,
     ]
 
@@ -540,11 +582,9 @@ def _dry_run(profile: BenchmarkProfile, root: Path) -> int:
 
     Each run's verl config needs the prepared data, so it is composed only by the real run (and by the tests).
     """
-    from bots_verl.core import SELECTORS
-
     try:
-        for selector in profile.selectors:
-            SELECTORS.lookup(selector)
+        for arm in profile.selectors:
+            arm_settings(arm)
         for name in ("steps", "prompts", "n", "eval_every", "jobs"):
             if getattr(profile, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(profile, name)}")
@@ -568,7 +608,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, help="training runs at a time (default: the profile's)")
     parser.add_argument("--steps", type=int, help="GRPO steps per run (default: the profile's)")
     parser.add_argument("--seeds", type=int, nargs="+", help="training seeds (default: the profile's)")
-    parser.add_argument("--selectors", nargs="+", help="selectors (default: the profile's)")
+    parser.add_argument(
+        "--selectors", nargs="+", help="arms: selectors or VARIANTS such as dapo_ds (default: the profile's)"
+    )
     parser.add_argument("--prompts", type=int, help="tasks per step (default: the profile's)")
     parser.add_argument("--n", type=int, help="rollouts per task (default: the profile's)")
     parser.add_argument("--lr", type=float, help="learning rate (default: the profile's)")

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from bots_verl import runlog
-from bots_verl.toy.benchmark import PROFILES, run_benchmark, training_overrides
+from bots_verl.toy.benchmark import PROFILES, VARIANTS, arm_settings, run_benchmark, training_overrides
 from bots_verl.toy.evaluate import EXACT_METRIC, load_actor
 
 pytestmark = pytest.mark.slow
@@ -77,12 +77,19 @@ def test_rerun_skips_finished_runs(bench) -> None:
     assert json.loads((root / "summary.json").read_text())["runs"] == summary["runs"]
 
 
-def test_full_profile_composes(bench) -> None:
-    """The full benchmark's command line composes and passes every config check (dry run: no Ray, no training)."""
+def test_full_and_beyond_profiles_compose(bench) -> None:
+    """Every arm of the full and beyond benchmarks composes and passes every config check (dry run: no Ray, no
+    training); a variant is its selector plus its verl settings, recorded under the variant's method label."""
     root, _ = bench
     manifest = json.loads((root / "data" / "manifest.json").read_text())
-    for selector in PROFILES["full"].selectors:
-        args = training_overrides(manifest, PROFILES["full"], selector, 1, root / "dry" / selector)
+    arms = dict.fromkeys(PROFILES["full"].selectors + PROFILES["beyond"].selectors)
+    assert set(VARIANTS) <= set(arms)
+    for arm in arms:
+        args = training_overrides(manifest, PROFILES["beyond"], arm, 1, root / "dry" / arm)
+        selector, extra = arm_settings(arm)
+        assert f"bots.selector={selector}" in args and set(extra) <= set(args)
+        assert ("algorithm.filter_groups.enable=true" in args) == arm.endswith("_ds")
+        assert (f"bots.run_log.method={arm}" in args) == (arm in VARIANTS)
         proc = subprocess.run(
             [sys.executable, "-m", "bots_verl.main", *args, "bots.dry_run=true", "hydra.output_subdir=null"],
             capture_output=True,

@@ -102,3 +102,13 @@ def test_no_paired_statistics_without_random(tmp_path: Path) -> None:
     tables: dict[str, str] = {}
     benchmark._add_paired(tmp_path, summary, tables)
     assert "paired" not in summary and not tables and not (tmp_path / "paired.json").exists()
+
+
+def test_an_unknown_arm_is_refused_by_the_dry_run(capsys) -> None:
+    from bots_verl.toy.benchmark import arm_settings, main
+
+    assert arm_settings("dapo_ds")[0] == "random" and arm_settings("bots") == ("bots", ())
+    with pytest.raises(ValueError, match="nope"):
+        arm_settings("nope")
+    assert main(["--profile", "beyond", "--dry-run", "--selectors", "dapo_ds", "nope"]) == 2
+    assert "nope" in capsys.readouterr().err
