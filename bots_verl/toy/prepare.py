@@ -139,14 +139,18 @@ PROFILES: dict[str, Profile] = {
         weak=WarmupSpec(model=_POLICY_MODEL, mixture=_WEAK_SKEW, steps=1000, batch_size=128, lr=2e-3),
         strong=WarmupSpec(model=_POLICY_MODEL, mixture=_STRONG_SKEW, steps=2000, batch_size=128, lr=2e-3),
     ),
+    # `make toy-quick`: the full pool's proportions (80/80/48/32 per cell) at 735 tasks, and warm-ups long enough
+    # that the policy starts where selection matters (pool mean and mixed groups near the full policy's; probes in
+    # recipes/toy/results/calibration.md, "quick profile"). The old 150-step policy started at pool mean 0.013 on a
+    # pool of 16 tasks in every cell (75% of them 3- and 4-digit): nothing for a selector to find.
     "quick": Profile(
         name="quick",
-        pool_per_cell={1: 16, 2: 16, 3: 16, 4: 16},
+        pool_per_cell={1: 25, 2: 25, 3: 15, 4: 10},
         heldout_cells=_HELDOUT_CELLS,
         heldout_size=200,
-        policy=WarmupSpec(model=_POLICY_MODEL, mixture=_EASY_SKEW, steps=150, batch_size=64, lr=3e-3),
-        weak=WarmupSpec(model=_POLICY_MODEL, mixture=_WEAK_SKEW, steps=200, batch_size=64, lr=3e-3),
-        strong=WarmupSpec(model=_POLICY_MODEL, mixture=_STRONG_SKEW, steps=300, batch_size=64, lr=3e-3),
+        policy=WarmupSpec(model=_POLICY_MODEL, mixture=_EASY_SKEW, steps=600, batch_size=64, lr=3e-3),
+        weak=WarmupSpec(model=_POLICY_MODEL, mixture=_WEAK_SKEW, steps=300, batch_size=64, lr=3e-3),
+        strong=WarmupSpec(model=_POLICY_MODEL, mixture=_STRONG_SKEW, steps=700, batch_size=64, lr=3e-3),
         reference_n=8,
     ),
     "ci": Profile(

@@ -131,3 +131,21 @@ def test_a_lost_reference_is_rebuilt_alone_in_process(built, tmp_path) -> None:
     # the warm-up and the per-prompt sampling seeds are fixed, so the rebuilt column is the same
     assert after.column("toy_strong_pass_rate").equals(before.column("toy_strong_pass_rate"))
     assert manifest["references"]["toy_strong_pass_rate"]["missing"] == 0
+
+
+def test_quick_profile_is_the_full_pool_scaled_down_and_full_is_untouched() -> None:
+    """Issue 21: the quick pool keeps the full pool's proportions (its starting policy has mixed groups to select),
+    and the headline's data and warm-ups (the full profile) stay what its committed artifacts were built with."""
+    full, quick = PROFILES["full"], PROFILES["quick"]
+    assert {k: v / full.pool_per_cell[1] for k, v in full.pool_per_cell.items()} == {
+        k: v / quick.pool_per_cell[1] for k, v in quick.pool_per_cell.items()
+    }
+    assert sum(quick.pool_counts().values()) == 735
+    assert full.pool_per_cell == {1: 80, 2: 80, 3: 48, 4: 32} and full.heldout_size == 600
+    assert [(s.steps, s.batch_size, s.lr) for s in (full.policy, full.weak, full.strong)] == [
+        (1000, 128, 2e-3),
+        (1000, 128, 2e-3),
+        (2000, 128, 2e-3),
+    ]
+    # the quick warm-ups: the policy well past the old 150 steps, and the strong reference trained longest
+    assert quick.policy.steps > 150 and quick.strong.steps > quick.weak.steps
