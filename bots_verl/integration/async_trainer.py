@@ -87,7 +87,8 @@ class _BOTSAsyncSteps(BOTSTrainer):
         # rebinding (canonical row order, DAPO observer) does not apply here.
         buffer = PPOTrainer._build_replay_buffer(self)
         if type(buffer) is ReplayBufferAsync:
-            buffer.poll_interval = self._bots_poll_interval
+            if self.bots.replay_poll_interval is not None:
+                buffer.poll_interval = self.bots.replay_poll_interval
         else:
             logger.warning("custom replay buffer %s: its poll interval is left to it", type(buffer))
         return buffer

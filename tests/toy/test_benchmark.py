@@ -90,6 +90,8 @@ def test_full_and_beyond_profiles_compose(bench) -> None:
         assert f"bots.selector={selector}" in args and set(extra) <= set(args)
         assert ("algorithm.filter_groups.enable=true" in args) == arm.endswith("_ds")
         assert (f"bots.run_log.method={arm}" in args) == (arm in VARIANTS)
+        steps = PROFILES["beyond"].steps_of(arm)
+        assert f"trainer.total_training_steps={steps}" in args and steps == (30 if arm.endswith("_ds") else 60)
         proc = subprocess.run(
             [sys.executable, "-m", "bots_verl.main", *args, "bots.dry_run=true", "hydra.output_subdir=null"],
             capture_output=True,
