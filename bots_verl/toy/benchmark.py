@@ -59,6 +59,8 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "dapo_ds": ("random", _DYNAMIC_SAMPLING),
     # GRESO as its paper runs it (arXiv 2506.02177): pre-rollout skipping on top of dynamic sampling
     "greso_ds": ("greso", _DYNAMIC_SAMPLING),
+    # paper BOTS in verl's colocate_async trainer (issue 25): the next step's prompts are out while this step trains
+    "bots_async": ("bots", ("trainer.v1.trainer_mode=colocate_async",)),
 }
 
 

@@ -82,7 +82,7 @@ def test_full_and_beyond_profiles_compose(bench) -> None:
     training); a variant is its selector plus its verl settings, recorded under the variant's method label."""
     root, _ = bench
     manifest = json.loads((root / "data" / "manifest.json").read_text())
-    arms = dict.fromkeys(PROFILES["full"].selectors + PROFILES["beyond"].selectors)
+    arms = dict.fromkeys(PROFILES["full"].selectors + PROFILES["beyond"].selectors + tuple(VARIANTS))
     assert set(VARIANTS) <= set(arms)
     for arm in arms:
         args = training_overrides(manifest, PROFILES["beyond"], arm, 1, root / "dry" / arm)
