@@ -18,6 +18,12 @@ Only seeds that both have are paired; the others are listed, never silently mixe
   baseline's best within the budget (its final best so far), over what the baseline spent to reach it
   (:func:`analysis.metrics.cost_to_baseline`, the tables' Roll/Time); needs the run logs.
 
+**A selector run shorter than the baseline's** (an arm stopped early because each of its steps costs several
+baseline steps of rollouts, e.g. dynamic sampling) is censored, not refused: TTB and Roll/Time keep the baseline's
+target and budget and are undefined ("not reached in its N steps") when the run ends first; BSF is undefined for a
+horizon past its last step; the slope ratio and the gain differences compare both curves up to the shorter run's
+last step (at equal steps). A selector run longer than the baseline's is refused.
+
 Each statistic gets its mean over the paired seeds where it is defined and two 95% intervals of that mean: the
 Student-t interval (:func:`bots_verl.core.metrics.interval`) and a paired bootstrap percentile interval (the seeds
 resampled with replacement, 10000 times, from a fixed generator seed, so the output is deterministic). With few
@@ -44,7 +50,7 @@ import logging
 import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -260,6 +266,17 @@ def _undefined(reason: str, parts: tuple[float, float] | None = None) -> _Value:
     return _Value(float("nan"), reason, parts)
 
 
+def _censored(sel: RunRecord, base: RunRecord) -> str | None:
+    """Why an unreached target is undefined for a run stopped before the baseline's budget (None if it ran it all)."""
+    return f"not reached in its {sel.total_steps} steps" if sel.total_steps < base.total_steps else None
+
+
+def _up_to(curve: Curve, last_step: int) -> Curve:
+    """The curve's evaluations at steps ``<= last_step``."""
+    keep = curve.steps <= last_step
+    return Curve(curve.steps[keep], curve.values[keep])
+
+
 def _ttb(sel: RunRecord, base: RunRecord, fraction: float) -> _Value:
     acc, bacc = sel.accuracy, base.accuracy
     horizon = core.budget_horizon(fraction, base.total_steps)
@@ -268,7 +285,7 @@ def _ttb(sel: RunRecord, base: RunRecord, fraction: float) -> _Value:
         return _undefined("baseline not evaluated in the horizon")
     value = core.ttb(acc.steps, acc.values, bacc.steps, bacc.values, fraction, base.total_steps)
     if np.isnan(value):
-        return _undefined("never reached")
+        return _undefined(_censored(sel, base) or "never reached")
     if np.isinf(value):
         # core.ttb's convention: the baseline's best was its start and the selector needed training to match it
         return _undefined("∞: baseline's best at step 0")
@@ -277,6 +294,8 @@ def _ttb(sel: RunRecord, base: RunRecord, fraction: float) -> _Value:
 
 def _bsf(sel: RunRecord, base: RunRecord, fraction: float) -> _Value:
     acc, bacc = sel.accuracy, base.accuracy
+    if core.budget_horizon(fraction, base.total_steps) > sel.total_steps:
+        return _undefined(f"horizon past its {sel.total_steps} steps")
     value = core.bsf(acc.steps, acc.values, bacc.steps, bacc.values, fraction, base.total_steps)
     return _Value(value) if np.isfinite(value) else _undefined("baseline best 0 or not evaluated")
 
@@ -327,16 +346,18 @@ def _cost(sel: RunRecord, base: RunRecord, metric: str) -> _Value:
         return _Value(value)
     target = core.best_within(bacc.steps, bacc.values, base.total_steps)
     if np.isnan(core.steps_to_reach(acc.steps, acc.values, target)):
-        return _undefined("never reached")
+        return _undefined(_censored(sel, base) or "never reached")
     return _undefined("baseline's best at step 0")
 
 
 def _per_seed(sel: RunRecord, base: RunRecord) -> dict[str, _Value]:
     out = {f"ttb{int(f * 100)}": _ttb(sel, base, f) for f in FRACTIONS}
     out.update({f"bsf{int(f * 100)}": _bsf(sel, base, f) for f in FRACTIONS})
-    out["slope_ratio"] = _slope_ratio(sel, base)
-    out["mean_gain_diff"] = _difference(mean_gain(sel.accuracy), mean_gain(base.accuracy))
-    out["final_gain_diff"] = _difference(final_gain(sel.accuracy), final_gain(base.accuracy))
+    # at equal steps: a run stopped early is compared with the baseline's curve up to its own last step
+    cut = replace(base, accuracy=_up_to(base.accuracy, sel.total_steps)) if _censored(sel, base) else base
+    out["slope_ratio"] = _slope_ratio(sel, cut)
+    out["mean_gain_diff"] = _difference(mean_gain(sel.accuracy), mean_gain(cut.accuracy))
+    out["final_gain_diff"] = _difference(final_gain(sel.accuracy), final_gain(cut.accuracy))
     out["etr_diff"] = _etr(sel, base)
     out["roll100"] = _cost(sel, base, ROLLOUTS_METRIC)
     out["time100"] = _cost(sel, base, STEP_TIME_METRIC)
@@ -448,10 +469,10 @@ def compare(
     per_seed: dict[int, dict[str, _Value]] = {}
     for seed in seeds:
         sel, base = runs[(selector, seed)], runs[(baseline, seed)]
-        if sel.total_steps != base.total_steps:
+        if sel.total_steps > base.total_steps:
             raise ValueError(
                 f"seed {seed}: {selector} ran {sel.total_steps} steps, {baseline} {base.total_steps}; "
-                "runs of different budgets cannot be paired"
+                "a selector run longer than the baseline's budget cannot be paired (a shorter one is censored)"
             )
         per_seed[seed] = _per_seed(sel, base)
     stats = {}

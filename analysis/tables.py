@@ -99,15 +99,35 @@ def _where(model: str, domain: str, models: Sequence[str]) -> str:
     return f"domain {domain}" + (f" of {model}" if len(set(models)) > 1 else "")
 
 
-def _check_lengths(where: str, runs: Sequence[Run]) -> None:
-    """All runs compared in a block must share the budget and the last logged step."""
-    for attr, what in (("total_steps", "total_steps"), ("last_step", "last logged step")):
-        by_value: dict[int, list[str]] = {}
-        for run in runs:
-            by_value.setdefault(getattr(run, attr), []).append(run.name())
-        if len(by_value) > 1:
-            detail = "; ".join(f"{what}={v}: {', '.join(names)}" for v, names in sorted(by_value.items()))
-            raise LoadError(f"{where}: runs of different lengths cannot be compared ({detail})")
+def _check_lengths(where: str, rows: Mapping[str, Mapping[int, Run]], baseline: Mapping[int, Run]) -> None:
+    """The runs of each row (the baseline's too) share one budget and last logged step, none past the baseline's.
+
+    A row shorter than the baseline (an arm stopped early because each of its steps costs several baseline steps of
+    rollouts) is censored, not refused: :meth:`_Scorer.score` keeps the baseline's target and budget.
+    """
+    base_total = base_gap = None
+    for row_runs in [baseline, *rows.values()]:
+        for attr, what in (("total_steps", "total_steps"), ("last_step", "last logged step")):
+            by_value: dict[int, list[str]] = {}
+            for run in row_runs.values():
+                by_value.setdefault(getattr(run, attr), []).append(run.name())
+            if len(by_value) > 1:
+                detail = "; ".join(f"{what}={v}: {', '.join(names)}" for v, names in sorted(by_value.items()))
+                raise LoadError(f"{where}: runs of different lengths cannot be compared ({detail})")
+        if base_total is None:
+            first = next(iter(row_runs.values()))
+            base_total, base_gap = first.total_steps, first.total_steps - first.last_step
+        # a run that stopped logging before its own budget (crashed) is shorter than it claims
+        short = [
+            f"last logged step={r.last_step}: {r.name()} (total_steps={r.total_steps})"
+            for r in row_runs.values()
+            if r.total_steps - r.last_step != base_gap
+        ]
+        if short:
+            raise LoadError(f"{where}: runs of different lengths cannot be compared ({'; '.join(short)})")
+        longer = [r.name() for r in row_runs.values() if r.total_steps > base_total]
+        if longer:
+            raise LoadError(f"{where}: runs longer than the {BASELINE} budget ({base_total} steps): {longer}")
 
 
 Block = tuple[str, str]  # (model name, domain)
@@ -201,14 +221,20 @@ class _Scorer:
                 values.append(float(run.column(ETR_METRIC).mean()))
                 continue
             base = self.base(run, label)
-            total = run.total_steps
+            # the baseline's budget and target, also for a run stopped before it (censored: not reached = NaN)
+            total = base.total_steps
             acc, bacc = self.acc(run), self.acc(base)
             if col.kind == "ttb":
                 values.append(
                     core.ttb(acc.steps, acc.values, bacc.steps, bacc.values, col.fraction, total, self.ttb_denominator)
                 )
             elif col.kind == "bsf":
-                values.append(core.bsf(acc.steps, acc.values, bacc.steps, bacc.values, col.fraction, total))
+                past_end = core.budget_horizon(col.fraction, total) > run.total_steps
+                values.append(
+                    float("nan")
+                    if past_end
+                    else core.bsf(acc.steps, acc.values, bacc.steps, bacc.values, col.fraction, total)
+                )
             elif col.kind == "cost":
                 cost, bcost = self.cost(run, col.metric), self.cost(base, col.metric)
                 values.append(cost_to_baseline(acc, cost, bacc, bcost, col.fraction, total, self.ttb_denominator))
@@ -253,7 +279,7 @@ def _build_table(
         if not per_row:
             continue
         used = [r for seeds_ in per_row.values() for r in seeds_.values()] + list(base.values())
-        _check_lengths(where, used)
+        _check_lengths(where, per_row, base)
         timed = [r for r in used if r.has(STEP_TIME_METRIC)]
         if timed and len(timed) != len(used):
             lacking = [r.name() for r in used if not r.has(STEP_TIME_METRIC)]
@@ -430,7 +456,8 @@ def _caption(table: Table) -> list[str]:
         f"Mean [{table.level:.0%} interval] over seeds. TTB, BSF, Roll and Time are relative to {BASELINE} "
         "with the same seed; ETR is absolute. — = target never reached; (k/n —) = k of n seeds never reached it. "
         + ttb
-        + "."
+        + ". A method that ran fewer steps than Random is scored against Random's budget and target: — also where it "
+        "stopped before reaching it, and for a BSF horizon past its last step."
     ]
     for domain in table.domains:
         for model in table.models:

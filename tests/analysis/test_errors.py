@@ -40,10 +40,27 @@ def test_different_lengths_say_which(tmp_path: Path) -> None:
     write_run(
         tmp_path / "long", "offline", 0, (0.1, 0.2, 0.3, 0.4, 0.5, 0.6), total_steps=10, eval_steps=(0, 2, 4, 6, 8, 10)
     )
-    with pytest.raises(
-        LoadError, match=r"domain math: runs of different lengths .*total_steps=8: .*total_steps=10: math/offline/seed0"
-    ):
+    with pytest.raises(LoadError, match=r"domain math: runs longer than the random budget \(8 steps\): .*seed0"):
         tables.main_table(load_runs([tmp_path]))
+    write_run(tmp_path / "long", "offline", 1, (0.1, 0.2, 0.3), total_steps=4, eval_steps=(0, 2, 4))
+    with pytest.raises(LoadError, match=r"runs of different lengths .*total_steps=4: .*total_steps=10"):
+        tables.main_table(load_runs([tmp_path]))
+
+
+def test_a_shorter_row_is_censored_against_the_baseline_budget(tmp_path: Path) -> None:
+    """An arm stopped early (dynamic sampling) keeps Random's target and budget: reached = a ratio, not = —."""
+    _pair(tmp_path)
+    # Random's best over its 8 steps: 0.5 (seed 0), 0.8 (seed 1); the arm runs 4 steps and reaches 0.5 at step 2 in
+    # seed 0 (Random needed 8) and never 0.8 in seed 1
+    write_run(tmp_path, "dapo_ds", 0, (0.1, 0.5, 0.6), total_steps=4, eval_steps=(0, 2, 4))
+    write_run(tmp_path, "dapo_ds", 1, (0.1, 0.3, 0.4), total_steps=4, eval_steps=(0, 2, 4))
+    table = tables.main_table(load_runs([tmp_path]))
+    ttb, bsf100, bsf25 = (table.cell("dapo_ds", "math", key) for key in ("TTB100", "BSF100", "BSF25"))
+    assert ttb.n == 1 and ttb.n_missing == 1 and ttb.mean == pytest.approx(2 / 8)
+    assert bsf100.n == 0  # its horizon (8 steps) is past the arm's last step
+    assert bsf25.n == 2  # 2 steps: both seeds cover it
+    roll = table.cell("dapo_ds", "math", "Roll100")
+    assert roll.n == 1 and roll.mean == pytest.approx(2 / 8)  # same rollouts per step here
 
 
 def test_crashed_run_is_a_different_length(tmp_path: Path) -> None:

@@ -124,10 +124,32 @@ def test_only_seeds_both_have_are_paired() -> None:
         paired.compare_all(records, baseline="uniform")
 
 
-def test_pairs_must_share_the_budget() -> None:
-    runs = [_record("random", 0, _linear(1 / 1024)), _record("bots", 0, _linear(1 / 512, steps=12), steps=12)]
-    with pytest.raises(ValueError, match="different budgets"):
+def test_a_selector_run_longer_than_the_baseline_is_refused() -> None:
+    runs = [_record("random", 0, _linear(1 / 1024, steps=12), steps=12), _record("bots", 0, _linear(1 / 512))]
+    with pytest.raises(ValueError, match="longer than the baseline's budget"):
         paired.compare(paired.records_from_summary(_summary(runs)), "bots")
+
+
+def test_a_shorter_selector_run_is_censored_at_the_baseline_target() -> None:
+    """An arm stopped at half the budget: TTB keeps Random's target, gains compare at equal steps."""
+    half = STEPS // 2
+    a = SLOPES[0]
+    runs = [
+        _record("random", 0, _linear(a)),
+        _record("random", 1, _linear(a)),
+        # seed 0: four times the slope reaches random's final best (at T) at T/4; seed 1: the same slope never does
+        _record("ds", 0, _linear(4 * a, steps=half), steps=half),
+        _record("ds", 1, _linear(a, steps=half), steps=half),
+    ]
+    st = paired.compare(paired.records_from_summary(_summary(runs)), "ds").stats
+    assert st["ttb100"].values[0] == pytest.approx(0.25)
+    assert math.isnan(st["ttb100"].values[1]) and st["ttb100"].reasons[1] == f"not reached in its {half} steps"
+    assert st["bsf50"].values[1] == pytest.approx(1.0)  # horizon T/2: covered, same slope
+    assert st["bsf100"].reasons[0] == f"horizon past its {half} steps"
+    # at equal steps (T/2): seed 1 has random's slope, so no difference
+    assert st["final_gain_diff"].values[1] == pytest.approx(0.0)
+    assert st["final_gain_diff"].values[0] == pytest.approx(3 * a * half)
+    assert st["slope_ratio"].values[0] == pytest.approx(0.25)
 
 
 def test_curve_helpers_on_uneven_steps() -> None:
