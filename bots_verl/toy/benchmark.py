@@ -377,13 +377,6 @@ def _analyse(root: Path, run_dirs: Sequence[Path] = ()) -> dict[str, str]:
         path = root / f"table_{name}.md"
         cmd = [sys.executable, "-m", "analysis.tables", "--runs", *runs, "--metric", metric, "--table", table]
         proc = subprocess.run([*cmd, "--out", str(path)], capture_output=True, text=True)
-        if proc.returncode != 0 and name == "pool":
-            # the pool table is supplementary: a run whose pool accuracy is not finite (a tiny ci model can overflow
-            # on the pool's longest answers) is reported, not allowed to stop the benchmark
-            reason = (proc.stderr.strip().splitlines() or ["analysis.tables failed"])[-1]
-            logger.warning("training-pool table not available: %s", reason)
-            out[name] = f"Not available: {reason}\n"
-            continue
         if proc.returncode != 0:
             raise subprocess.CalledProcessError(proc.returncode, cmd, proc.stdout, proc.stderr)
         out[name] = path.read_text()

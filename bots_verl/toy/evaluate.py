@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from bots_verl import runlog
+from bots_verl.toy.likelihood import answer_stats, load_model
 from bots_verl.toy.tasks import Problem
 
 logger = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ def load_actor(step_dir: str | Path, model_dir: str | Path) -> Any:
     logging.getLogger("torch.distributed.device_mesh").setLevel(logging.ERROR)
     state = torch.load(shards[0], map_location="cpu", weights_only=False)
     state = {k: (v.to_local() if hasattr(v, "to_local") else v) for k, v in state.items()}
-    model = _base_model(model_dir)
+    model = load_model(model_dir)
     missing, unexpected = model.load_state_dict(state, strict=False)
     # a tied output layer is not a separate tensor in either state dict
     missing = [k for k in missing if not (k == "lm_head.weight" and model.config.tie_word_embeddings)]
@@ -75,8 +76,6 @@ def load_actor(step_dir: str | Path, model_dir: str | Path) -> Any:
 
 
 def _accuracy(model: Any, problems: Sequence[Problem], pool: Sequence[Problem]) -> dict[str, float]:
-    from bots_verl.toy.likelihood import answer_stats
-
     p, greedy = answer_stats(model, problems)
     out = {EXACT_METRIC: float(np.mean(p)), GREEDY_METRIC: float(np.mean(greedy))}
     if pool:
@@ -119,17 +118,9 @@ def evaluate_checkpoints(
         with (run_dir / runlog.METRICS_FILE).open("a") as out:
             for step in todo:
                 step_dir = Path(ckpt_dir) / f"global_step_{step}"
-                model = load_actor(step_dir, model_dir) if step else _base_model(model_dir)
+                model = load_actor(step_dir, model_dir) if step else load_model(model_dir)
                 done[step] = _accuracy(model, problems, pool)
                 out.write(json.dumps({"step": step, "data": done[step]}) + "\n")
                 out.flush()
                 logger.info("%s step %d: held-out accuracy %.4f", run_dir.name, step, done[step][EXACT_METRIC])
     return dict(sorted(done.items()))
-
-
-def _base_model(model_dir: str | Path) -> Any:
-    """The model a run started from, in evaluation mode."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()

@@ -12,7 +12,9 @@ tests use as a cross-check of the tokenizer, chat template and scorer.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,7 +24,22 @@ from bots_verl.toy.tokenizer import PAD, VOCAB, encode
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["answer_stats", "pad_batch"]
+__all__ = ["answer_stats", "load_model", "pad_batch"]
+
+# transformers' ``from_pretrained`` builds the model under process-global initialisation contexts (meta device, skipped
+# weight init); two threads loading at once can leave one model with meta or uninitialised tensors, which evaluated to
+# NaN in the toy benchmark's concurrent evaluations. Loading is cheap next to evaluating, so it is serialised.
+_LOAD_LOCK = threading.Lock()
+
+
+def load_model(model_dir: str | Path) -> Any:
+    """A toy model from ``model_dir`` in float32 and evaluation mode; safe to call from several threads at once."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    with _LOAD_LOCK:
+        model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+    return model.eval()
 
 
 def pad_batch(problems: Sequence[Problem]) -> tuple[Any, Any, Any]:
@@ -58,6 +75,10 @@ def answer_stats(
 
     Returns:
         ``(pass_probability, greedy_correct)``, float64 and bool arrays of ``len(problems)``.
+
+    Raises:
+        ValueError: when a probability is not finite (the model's weights or logits are), rather than let a NaN
+            accuracy into a run log.
     """
     import torch
 
@@ -74,9 +95,17 @@ def answer_stats(
                 target = labels[:, 1:]
                 scored = target != -100
                 logp = torch.log_softmax(logits, dim=-1).gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-                probs.append(torch.exp((logp * scored).sum(-1)).double().numpy())
+                # where, not a product: an unscored position's -inf log-probability times 0 would be NaN
+                probs.append(torch.exp(torch.where(scored, logp, 0.0).sum(-1)).double().numpy())
                 hit = (logits.argmax(-1) == target) | ~scored
                 greedy.append(hit.all(-1).numpy())
     finally:
         model.train(was_training)
-    return np.concatenate(probs), np.concatenate(greedy)
+    p = np.concatenate(probs)
+    if not np.isfinite(p).all():
+        bad = np.flatnonzero(~np.isfinite(p))
+        raise ValueError(
+            f"{len(bad)} of {len(p)} pass probabilities are not finite (first: {problems[bad[0]].prompt!r}); "
+            "the model's weights or logits are not finite"
+        )
+    return p, np.concatenate(greedy)

@@ -439,13 +439,11 @@ def _stage_references(out: Path, profile: Profile, seed: int, jobs: int, stage: 
 
 def _exact(model_dir: Path, problems: list) -> tuple[np.ndarray, np.ndarray]:
     import torch
-    from transformers import AutoModelForCausalLM
 
-    from bots_verl.toy.likelihood import answer_stats
+    from bots_verl.toy.likelihood import answer_stats, load_model
 
     torch.set_num_threads(1)
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
-    return answer_stats(model, problems)
+    return answer_stats(load_model(model_dir), problems)
 
 
 def _stage_calibration(out: Path, policy_names: list[str], stage: _Stage) -> dict[str, Any]:
