@@ -6,8 +6,8 @@ Example:
     >>> batch = sel.select(32)
     >>> sel.update(batch, successes, attempts)   # per task of the batch, e.g. out of 16 rollouts
 
-``python -m bots_verl.core --list`` prints every registered selector, evidence plug-in and selection rule with its
-hyperparameters. The paper's rules, written plainly, are in :mod:`bots_verl.core.paper_rules`.
+``python -m bots_verl.core --list`` prints every registered selector, evidence plug-in, selection rule and rollout
+allocation rule with its hyperparameters. The paper's rules, written plainly, are in :mod:`bots_verl.core.paper_rules`.
 
 This package imports only numpy and the standard library.
 """
@@ -22,6 +22,7 @@ from bots_verl.core import baseline_selectors as _baseline_selectors  # noqa: F4
 from bots_verl.core import bots_plus as _bots_plus  # noqa: F401
 from bots_verl.core import greso as _greso  # noqa: F401
 from bots_verl.core import irt_evidence as _irt_evidence  # noqa: F401
+from bots_verl.core.allocation import ROLLOUT_ALLOCATIONS
 from bots_verl.core.beta_selectors import BetaPosteriorSelector
 from bots_verl.core.evidence import EVIDENCE, ImplicitEvidence
 from bots_verl.core.metrics import effective_task_ratio
@@ -32,6 +33,7 @@ from bots_verl.core.selector_base import SELECTORS, Selector
 
 __all__ = [
     "EVIDENCE",
+    "ROLLOUT_ALLOCATIONS",
     "SELECTION_RULES",
     "SELECTORS",
     "BetaPosterior",

@@ -314,6 +314,31 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         self._reconcile_inflight()
         return stats, ms
 
+    def allocate(self, count: int, budget: int, mode: str, params: dict[str, Any]) -> tuple[list[int], list[int]]:
+        """Rollouts for each of the last ``count`` positions served (verl's fetch just collated them), in order.
+
+        Returns:
+            ``(positions, rollouts)``, both of length ``count``.
+
+        Args:
+            count: prompts of the fetch.
+            budget: their rollouts in all (``count * rollout.n``).
+            mode, params: ``bots.rollout_allocation`` (:mod:`bots_verl.core.allocation`).
+
+        Raises:
+            ValueError: if fewer than ``count`` positions were served this step, or the rule refuses.
+            PosteriorLostError: if the actor died or was re-created.
+        """
+        if not 0 < count <= len(self._dispatched):
+            raise ValueError(f"{count} prompts to allocate, {len(self._dispatched)} served in this step")
+        positions = np.asarray(self._dispatched[-count:], dtype=np.int64)
+        t0 = time.perf_counter()
+        sizes, token, ms = self._call("allocate", positions, int(budget), mode, dict(params))
+        self._check_incarnation(token)
+        self.select_ms += ms
+        self.select_roundtrip_ms += (time.perf_counter() - t0) * 1e3
+        return [int(p) for p in positions], [int(n) for n in sizes]
+
     def pop_timing(self) -> tuple[float, float]:
         """``(select_ms, select_roundtrip_ms)`` accumulated since the last call, then reset."""
         out = (self.select_ms, self.select_roundtrip_ms)

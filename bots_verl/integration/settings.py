@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from bots_verl.core import SELECTORS, build_selector
+from bots_verl.core import ROLLOUT_ALLOCATIONS, SELECTORS, build_selector
 from bots_verl.integration.fingerprint import ACCEPTABLE
 from bots_verl.rewards.success import SUCCESS_RULES
 from bots_verl.runlog import METHODS, MethodSpec, method_spec
@@ -35,6 +35,7 @@ __all__ = [
     "parse_bots_config",
     "replay_poll_interval",
     "resolve_method_label",
+    "rollout_allocation",
     "train_files",
 ]
 
@@ -68,6 +69,8 @@ class BOTSSettings:
         dapo: verl's dynamic sampling (``algorithm.filter_groups.enable``) is on (:func:`dapo_enabled`).
         replay_poll_interval: seconds between the replay buffer's TransferQueue polls, or None for verl's own
             (:func:`replay_poll_interval`).
+        rollout_allocation: ``(mode, {min_n, max_factor})`` of ``bots.rollout_allocation``
+            (:func:`rollout_allocation`); ``uniform`` gives every task ``rollout.n``.
     """
 
     selector: str
@@ -87,6 +90,7 @@ class BOTSSettings:
     accept_changed: tuple[str, ...] = ()
     dapo: bool = False
     replay_poll_interval: float | None = None
+    rollout_allocation: tuple[str, dict[str, Any]] = ("uniform", {})
 
     @property
     def task_id_path(self) -> tuple[str, ...]:
@@ -195,6 +199,7 @@ def parse_bots_config(config: DictConfig, *, check_hparams: bool = True) -> BOTS
         accept_changed=tuple(accept),
         dapo=dapo_enabled(config),
         replay_poll_interval=replay_poll_interval(config),
+        rollout_allocation=rollout_allocation(config, selector, hparams, len(refs), int(seed)),
     )
 
 
@@ -394,3 +399,41 @@ def replay_poll_interval(config: DictConfig) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"bots.replay_poll_interval must be a positive number of seconds or null, got {value!r}")
     return float(value)
+
+
+def rollout_allocation(
+    config: DictConfig, selector: str, hparams: Mapping[str, Any], num_references: int, seed: int = 0
+) -> tuple[str, dict[str, Any]]:
+    """``bots.rollout_allocation``: how the step's ``train_batch_size * rollout.n`` rollouts are split per task.
+
+    ``uniform`` (the default) leaves verl's ``rollout.n`` per task; ``posterior`` splits the budget by the selector's
+    Beta posterior (:mod:`bots_verl.core.allocation`), so it needs a Beta selector, and it runs in the sync trainer
+    only (the asynchronous trainers' refills are not allocated).
+
+    Returns:
+        ``(mode, {"min_n": ..., "max_factor": ...})``.
+
+    Raises:
+        ValueError: naming the key, for an unknown mode, a selector without a Beta posterior, an asynchronous trainer
+            mode, or parameters the rule refuses for this ``rollout.n``.
+    """
+    section = config.bots.get("rollout_allocation", None) or {}
+    mode = section.get("mode", "uniform")
+    if mode not in ROLLOUT_ALLOCATIONS:
+        raise ValueError(f"bots.rollout_allocation.mode={mode!r} is not one of {sorted(ROLLOUT_ALLOCATIONS)}")
+    params = {"min_n": section.get("min_n", 2), "max_factor": section.get("max_factor", 4.0)}
+    if mode == "uniform":
+        return mode, params
+    dummy_ref = np.full((2, num_references), 0.5) if num_references else None
+    built = build_selector(selector, 2, reference_pass_rates=dummy_ref, seed=seed, **hparams)
+    if not (hasattr(built, "alpha") and hasattr(built, "beta")):
+        raise ValueError(f"bots.rollout_allocation.mode={mode!r} reads a Beta posterior; {selector!r} has none")
+    trainer_mode = config.trainer.v1.get("trainer_mode", "sync")
+    if trainer_mode != "sync":
+        raise ValueError(f"bots.rollout_allocation.mode={mode!r} runs in the sync trainer only, not {trainer_mode!r}")
+    n = config.actor_rollout_ref.rollout.get("n", 1)
+    try:
+        ROLLOUT_ALLOCATIONS[mode](np.ones(2), np.ones(2), 2 * int(n), **params)
+    except ValueError as exc:
+        raise ValueError(f"bots.rollout_allocation ({mode}, rollout.n={n}): {exc}") from exc
+    return mode, params

@@ -14,7 +14,9 @@ they rely on are pinned in :mod:`bots_verl.integration.verl_pins`):
    :class:`~bots_verl.integration.replay_buffer.BOTSReplayBuffer` (dispatch-order tie-breaks; with the
    deterministic ``hf`` rollout, rows in :mod:`~bots_verl.integration.canonical_order`; with DAPO, the evicted
    groups reported to :meth:`BOTSTrainer._bots_observe_evicted`).
-4. ``_fetch_one_gen_batch`` records the order in which prompts were dispatched; ``init`` (before any worker starts)
+4. ``_fetch_one_gen_batch`` records the order in which prompts were dispatched and, with
+   ``bots.rollout_allocation.mode=posterior``, gives each prompt its rollouts as ``__rollout_n__`` (the per-prompt
+   ``n`` verl's agent loop reads; :mod:`bots_verl.core.allocation`); ``init`` (before any worker starts)
    and ``_load_checkpoint`` refuse to resume a checkpoint whose ``data.pt`` (the posterior) is missing; ``init`` also
    refuses one that holds no BOTS sampler state (written by plain verl or another sampler), and ``_init_dataloader``
    one whose posterior was built for another pool, reference columns or selector (its fingerprint,
@@ -36,6 +38,7 @@ from omegaconf import DictConfig
 from torchdata.stateful_dataloader import StatefulDataLoader
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+from verl.utils import tensordict_utils as tu
 
 from bots_verl.integration.actor import create_selector_actor
 from bots_verl.integration.canonical_order import wants_canonical_order
@@ -85,6 +88,8 @@ class BOTSTrainer(PPOTrainerSync):
         # uid -> dispatch position of the prompts of the current step (deterministic row order)
         self._bots_dispatch_order: dict[str, int] = {}
         self._bots_dispatch_counter: Iterator[int] = itertools.count()
+        # position -> rollouts allocated this step (bots.rollout_allocation); empty with uniform allocation
+        self._bots_allocated: dict[int, int] = {}
         self.bots_sampler: BOTSSampler | None = None
         self.bots_task_index: TaskIndex | None = None
         # (folder, sampler state) of the checkpoint init() found to resume from, for the fingerprint check
@@ -156,6 +161,14 @@ class BOTSTrainer(PPOTrainerSync):
         batch = super()._fetch_one_gen_batch()
         for uid in list(batch["uid"]):
             self._bots_dispatch_order[str(uid)] = next(self._bots_dispatch_counter)
+        mode, params = self.bots.rollout_allocation
+        if mode != "uniform":
+            # the fetch's budget is what uniform GRPO would spend on it, so verl's mini-batch sizes still hold
+            budget = len(batch) * int(self.config.actor_rollout_ref.rollout.n)
+            positions, sizes = self.bots_sampler.allocate(len(batch), budget, mode, params)
+            tu.assign_non_tensor_stack(batch, "__rollout_n__", sizes)
+            for position, size in zip(positions, sizes, strict=True):
+                self._bots_allocated[position] = self._bots_allocated.get(position, 0) + size
         return batch
 
     def init(self) -> None:
@@ -204,6 +217,7 @@ class BOTSTrainer(PPOTrainerSync):
         read_ms = (time.perf_counter() - t0) * 1e3
         select_ms, select_roundtrip_ms = self.bots_sampler.pop_timing()
         padding = float(sum(1 for tag in batch.tags if tag.get("is_padding", False)))
+        allocated, self._bots_allocated = self._bots_allocated, {}
         if indices.size == 0:
             logger.warning("BOTS: step %s produced no outcomes; posterior not updated", self.global_steps)
             dispatch = self.bots_sampler.end_step()
@@ -227,6 +241,7 @@ class BOTSTrainer(PPOTrainerSync):
             read_ms=read_ms,
             evicted_rollouts=float(evicted),
             padding_rows=padding,
+            **_allocation_figures(allocated, indices, attempts),
             **dispatch,
         )
 
@@ -243,6 +258,23 @@ class BOTSTrainer(PPOTrainerSync):
         batch = super().step(metrics, timing_raw)
         metrics.update(self.bots_update(batch))
         return batch
+
+
+def _allocation_figures(allocated: dict[int, int], indices: Any, attempts: Any) -> dict[str, float]:
+    """The step's fewest and most rollouts per task under ``bots.rollout_allocation`` (none when uniform), and
+    ``allocation_mismatches``: tasks whose rollouts reaching the posterior differ from what was allocated (0 unless
+    verl did not honour ``__rollout_n__`` or a group failed)."""
+    if not allocated:
+        return {}
+    received = {int(i): float(a) for i, a in zip(indices, attempts, strict=True)}
+    mismatches = sum(1 for position, size in allocated.items() if received.get(position) != size)
+    if mismatches:
+        logger.warning("BOTS: %d tasks received other rollout counts than allocated", mismatches)
+    return {
+        "allocated_min": float(min(allocated.values())),
+        "allocated_max": float(max(allocated.values())),
+        "allocation_mismatches": float(mismatches),
+    }
 
 
 def _with_sampler(loader: StatefulDataLoader, sampler: BOTSSampler) -> StatefulDataLoader:

@@ -50,7 +50,7 @@ Selectors: every name `python -m bots_verl.core --list` prints (beyond the paper
 the simulator's own: oracle (it sees the true success probabilities) and the bots_plus ablation's bots_ablation and
 bots_plus_ablation.
 Loop keys: dapo, dapo_gen_factor, dapo_max_rounds; alloc (uniform, posterior, truth), alloc_floor, alloc_max_factor
-(rollouts per task split by the posterior: bots+alloc=bots:alloc=posterior; see bots_verl/sim/allocation.py).
+(rollouts per task split by the posterior: bots+alloc=bots:alloc=posterior; see bots_verl/core/allocation.py).
 
 examples:
   python -m bots_verl.sim --preset demo

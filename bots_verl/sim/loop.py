@@ -5,7 +5,7 @@ Per step (vectorised numpy over the pool; the only Python loop is over DAPO roun
 1. ``observe_truth(p)`` for selectors that want it (the oracle), then ``select(B)``.
 2. ``n`` Bernoulli rollouts per picked task: ``successes ~ Binomial(n, p_k)``.
    With ``alloc=posterior`` the step's ``B * n`` rollouts are split among the picked tasks by their posteriors
-   instead (:mod:`bots_verl.sim.allocation`), and each group weighs its share of the rollouts in the policy step.
+   instead (:mod:`bots_verl.core.allocation`), and each group weighs its share of the rollouts in the policy step.
 3. With DAPO dynamic sampling, all-0 / all-1 groups are dropped and more candidate batches are drawn until ``B``
    informative groups are in hand; every rollout generated counts toward the step's cost.
 4. The policy trains on the kept groups (:meth:`Policy.train`); the selector is updated with every group it generated
@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from bots_verl.core import effective_task_ratio
+from bots_verl.core.allocation import allocate_rollouts
 from bots_verl.runlog import RunWriter
-from bots_verl.sim.allocation import allocate_rollouts
 from bots_verl.sim.methods import MethodSpec
 from bots_verl.sim.policy import Policy
 from bots_verl.sim.selector_registry import make_selector, wants_truth

@@ -9,7 +9,7 @@ Spec syntax (CLI ``--methods`` entries and ``--variant`` values)::
 
 The keys ``dapo``, ``dapo_gen_factor`` and ``dapo_max_rounds`` configure DAPO dynamic sampling in the simulator loop,
 and ``alloc``, ``alloc_floor``, ``alloc_max_factor`` the rollouts per task (``alloc=posterior``: the step's ``B * n``
-rollouts split by the selector's posterior, :mod:`bots_verl.sim.allocation`); they are not passed to the selector.
+rollouts split by the selector's posterior, :mod:`bots_verl.core.allocation`); they are not passed to the selector.
 Every other key is a selector hyperparameter::
 
     bots+alloc=bots:alloc=posterior    # BOTS' selection, rollouts allocated by its posterior (floor 2, cap 4n)
@@ -54,7 +54,7 @@ class MethodSpec:
         dapo_max_rounds: rounds per step before training on what was collected.
         alloc: ``uniform`` (every selected task gets ``n`` rollouts, the paper's) or ``posterior`` (the step's
             ``B * n`` rollouts split among the selected tasks by the chance a group of each size is mixed under the
-            selector's Beta posterior; :mod:`bots_verl.sim.allocation`) or ``truth`` (the same split by the true
+            selector's Beta posterior; :mod:`bots_verl.core.allocation`) or ``truth`` (the same split by the true
             success probabilities: the ceiling of any allocation rule, for any selector; simulator only). Neither
             combines with DAPO; ``posterior`` needs a Beta selector.
         alloc_floor: rollouts every selected task gets at least under ``alloc=posterior`` (2: one is never mixed).

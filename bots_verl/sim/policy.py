@@ -91,7 +91,7 @@ class Policy:
                 over the batch, so a short batch (DAPO ran out of rounds) learns proportionally less.
             group_weights: per group, its weight in that mean (None: 1 each). Groups of unequal size weigh their
                 rollouts over the nominal ``n`` (verl averages the loss over rollouts; see
-                :mod:`bots_verl.sim.allocation`).
+                :mod:`bots_verl.core.allocation`).
         """
         cfg = self.world.config
         pool = self.world.pool

@@ -61,6 +61,8 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "greso_ds": ("greso", _DYNAMIC_SAMPLING),
     # paper BOTS in verl's colocate_async trainer (issue 25): the next step's prompts are out while this step trains
     "bots_async": ("bots", ("trainer.v1.trainer_mode=colocate_async",)),
+    # ours (issue 24): the warm start with each step's rollouts split by its posterior (bots_verl/core/allocation.py)
+    "bots_warm_alloc": ("bots_warm", ("bots.rollout_allocation.mode=posterior",)),
 }
 
 
@@ -99,7 +101,7 @@ class BenchmarkProfile:
 
 
 #: issue 24's peers and our warm start against Random and paper BOTS, on the headline's seeds and settings
-BEYOND_SELECTORS = ("random", "dapo_ds", "greso_ds", "bots", "bots_warm")
+BEYOND_SELECTORS = ("random", "dapo_ds", "greso_ds", "bots", "bots_warm", "bots_warm_alloc")
 
 #: the issue-21 headline: paper BOTS against Random and against trusting the references alone (implicit_only)
 HEADLINE_SELECTORS = ("random", "bots", "implicit_only")

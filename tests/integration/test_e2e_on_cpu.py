@@ -12,6 +12,7 @@ keep CI time modest:
 - **M**: K's checkpoint with ``data.pt`` removed, resumed.
 - **R**: K's step-2 checkpoint resumed in a new process to step 4, compared with A.
 - **D**: DAPO (``algorithm.filter_groups`` on ``acc``) for 2 steps.
+- **L**: ``bots_warm`` with ``bots.rollout_allocation.mode=posterior`` for 2 steps.
 """
 
 from __future__ import annotations
@@ -172,3 +173,42 @@ def test_dapo_refills_are_fresh_and_never_repeat_a_task_within_a_step(dapo_run):
     state = checkpoint_sampler_state(dapo_run / "ckpt" / "global_step_2" / "data.pt")
     for step, positions in state["dispatch_log"]:
         assert len(positions) == len(set(positions)) >= PROMPTS, (step, positions)
+
+
+@pytest.fixture(scope="module")
+def allocated_run(toy, tmp_path_factory) -> Path:
+    """Run L: the warm-started selector (unequal posteriors from step 1) with rollouts allocated by its posterior.
+
+    Target 0.1: Thompson sampling toward 0.5 picks tasks whose 4 rollouts are best split evenly (so the split would
+    be uniform and prove nothing); toward 0.1 the picked tasks' chances of a mixed group differ and so do their
+    groups (checked offline on this toy pool: 2 to 5 rollouts at step 1 for seeds 0 to 2).
+    """
+    work = tmp_path_factory.mktemp("run_l")
+    proc = run_main(
+        _overrides(
+            toy,
+            "bots.selector=bots_warm",
+            "+bots.hparams.target=0.1",
+            "bots.rollout_allocation.mode=posterior",
+            "trainer.total_training_steps=2",
+            "trainer.save_freq=2",
+            f"trainer.default_local_dir={work / 'ckpt'}",
+            f"bots.run_log.dir={work / 'run'}",
+        ),
+        cwd=work,
+    )
+    assert proc.returncode == 0, tail(proc)
+    return work
+
+
+def test_posterior_allocation_gives_unequal_groups_within_the_step_budget(allocated_run):
+    """verl's agent loop honours the per-prompt ``__rollout_n__``, GRPO trains the unequal groups, and the posterior
+    receives exactly the rollouts each task was allocated."""
+    metrics = read_metrics(allocated_run / "run")
+    assert sorted(metrics) == [1, 2]
+    for m in metrics.values():
+        assert m["bots/rollouts"] == ROWS  # the budget of uniform GRPO's step
+        assert m["bots/allocation_mismatches"] == 0
+        assert 2 <= m["bots/allocated_min"] <= N <= m["bots/allocated_max"] <= 4 * N
+    assert any(m["bots/allocated_min"] < m["bots/allocated_max"] for m in metrics.values())
+    assert metrics[2]["bots/posterior_rollouts_total"] == 2 * ROWS

@@ -1,15 +1,15 @@
-"""Beyond the paper in the simulator (issue 24): greso and bots_warm, the toy preset, rollouts to target, allocation."""
+"""Beyond the paper in the simulator (issue 24): greso and bots_warm, the toy preset, rollouts to target, allocation.
+
+The allocation rule itself is tested in ``tests/core/test_allocation.py``.
+"""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import pytest
 
 from bots_verl.runlog import read_meta
 from bots_verl.sim import parse_method, run_experiment
-from bots_verl.sim.allocation import allocate_rollouts, mixed_chance
 from bots_verl.sim.cli import TOY, main
 from bots_verl.sim.report import cumulative_rollouts, rollouts_to_target
 
@@ -68,65 +68,6 @@ def test_toy_preset_runs_the_beyond_the_paper_methods_on_the_testbeds_shape(tmp_
     assert meta["extra"]["batch_size"] == 16 and meta["extra"]["rollouts_per_task"] == 8
     assert meta["extra"]["scenario"]["name"] == "toy"
     assert "RTT(100%)" in text
-
-
-def _beta_binomial_mixed(a: float, b: float, n: int) -> float:
-    """1 - P(S = 0) - P(S = n) for S ~ BetaBinomial(n, a, b), from log-gamma (an independent formula)."""
-
-    def log_beta(x: float, y: float) -> float:
-        return math.lgamma(x) + math.lgamma(y) - math.lgamma(x + y)
-
-    if n == 0:
-        return 0.0
-    p0 = math.exp(log_beta(a, b + n) - log_beta(a, b))
-    pn = math.exp(log_beta(a + n, b) - log_beta(a, b))
-    return 1.0 - p0 - pn
-
-
-def test_mixed_chance_is_the_beta_binomial_chance_of_a_mixed_group():
-    rng = np.random.default_rng(0)
-    a, b = rng.uniform(0.2, 30, 12), rng.uniform(0.2, 30, 12)
-    got = mixed_chance(a, b, 20)
-    want = np.array([[_beta_binomial_mixed(x, y, n) for n in range(21)] for x, y in zip(a, b, strict=True)])
-    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(got[:, :2], 0.0, atol=1e-15)  # no group of 0 or 1 rollouts is mixed
-
-
-def _greedy_one_by_one(a, b, budget, floor, cap):
-    sizes = np.full(len(a), floor)
-    table = mixed_chance(a, b, cap)
-    for _ in range(budget - floor * len(a)):
-        gain = np.where(
-            sizes < cap, table[np.arange(len(a)), np.minimum(sizes + 1, cap)] - table[np.arange(len(a)), sizes], -1
-        )
-        sizes[np.argmax(gain)] += 1
-    return sizes
-
-
-@pytest.mark.parametrize("seed", range(5))
-def test_allocation_is_the_greedy_split_of_the_budget(seed):
-    rng = np.random.default_rng(seed)
-    a, b = rng.uniform(0.3, 40, 16), rng.uniform(0.3, 40, 16)
-    sizes = allocate_rollouts(a, b, 16 * 8, floor=2, cap=32)
-    assert sizes.sum() == 128 and sizes.min() >= 2 and sizes.max() <= 32
-    want = _greedy_one_by_one(a, b, 128, 2, 32)
-    # the same split, or one of equal value where gains tie
-    table = mixed_chance(a, b, 32)
-    rows = np.arange(16)
-    assert table[rows, sizes].sum() == pytest.approx(table[rows, want].sum(), abs=1e-12)
-
-
-def test_allocation_gives_sharp_extreme_tasks_more_and_respects_floor_and_cap():
-    # a sharp p = 0.5 task, a sharp p = 0.05 task, a flat one
-    a, b = np.array([500.0, 50.0, 1.0]), np.array([500.0, 950.0, 1.0])
-    sizes = allocate_rollouts(a, b, 24, floor=2, cap=16)
-    assert sizes.sum() == 24 and sizes[1] > sizes[0]  # 11 rollouts for p = 0.05, 6 for p = 0.5
-    assert allocate_rollouts(a, b, 6, floor=2, cap=16).tolist() == [2, 2, 2]
-    assert allocate_rollouts(a, b, 100, floor=2, cap=16).tolist() == [16, 16, 16]  # the cap binds
-    with pytest.raises(ValueError, match="cannot give"):
-        allocate_rollouts(a, b, 5, floor=2, cap=16)
-    with pytest.raises(ValueError, match="floor"):
-        allocate_rollouts(a, b, 24, floor=3, cap=2)
 
 
 def test_allocation_in_the_loop():
