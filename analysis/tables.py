@@ -107,17 +107,17 @@ def _check_lengths(where: str, rows: Mapping[str, Mapping[int, Run]], baseline: 
     """
     base_total = base_gap = None
     for row_runs in [baseline, *rows.values()]:
-        for attr, what in (("total_steps", "total_steps"), ("last_step", "last logged step")):
-            by_value: dict[int, list[str]] = {}
-            for run in row_runs.values():
-                by_value.setdefault(getattr(run, attr), []).append(run.name())
-            if len(by_value) > 1:
-                detail = "; ".join(f"{what}={v}: {', '.join(names)}" for v, names in sorted(by_value.items()))
-                raise LoadError(f"{where}: runs of different lengths cannot be compared ({detail})")
+        by_total: dict[int, list[str]] = {}
+        for run in row_runs.values():
+            by_total.setdefault(run.total_steps, []).append(run.name())
+        if len(by_total) > 1:
+            detail = "; ".join(f"total_steps={v}: {', '.join(names)}" for v, names in sorted(by_total.items()))
+            raise LoadError(f"{where}: runs of different lengths cannot be compared ({detail})")
         if base_total is None:
             first = next(iter(row_runs.values()))
             base_total, base_gap = first.total_steps, first.total_steps - first.last_step
-        # a run that stopped logging before its own budget (crashed) is shorter than it claims
+        # one budget per row, so one gap between budget and last logged step means one last step per row; a run that
+        # stopped logging before its own budget (crashed) is shorter than it claims
         short = [
             f"last logged step={r.last_step}: {r.name()} (total_steps={r.total_steps})"
             for r in row_runs.values()
