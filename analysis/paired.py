@@ -35,11 +35,17 @@ Input: a toy benchmark (:mod:`bots_verl.toy.benchmark`): its ``summary.json`` (t
 accuracy curve) and, when present, the run logs under ``<benchmark>/runs/<selector>_s<seed>/run`` (for ETR,
 rollouts and wall-clock; without them those statistics are marked not available).
 
+**Against a peer** (``--peers dapo_ds greso_ds``): per seed, the rollouts a selector spent to reach the baseline's
+final accuracy over those the peer spent to reach the same accuracy (the ratio of their ``Roll(100%)``, which share
+the baseline's denominator), with both intervals; undefined where either never reached it. This is how "≤ 0.5 of
+DAPO-DS's rollouts" is judged (:func:`peer_ratios`).
+
 Usage::
 
     python -m analysis.paired runs/toy                          # markdown on stdout
     python -m analysis.paired runs/toy/summary.json --baseline random --out runs/toy
     # --out writes paired.md, paired.json and figures/toy_paired.png
+    python -m analysis.paired runs/beyond --peers dapo_ds greso_ds    # adds the rollouts against each peer
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ __all__ = [
     "STATISTICS",
     "Comparison",
     "PairedStat",
+    "PeerRatio",
     "RunRecord",
     "StatSpec",
     "bootstrap_interval",
@@ -79,6 +86,9 @@ __all__ = [
     "main",
     "mean_gain",
     "paired_figure",
+    "peer_ratios",
+    "peers_to_dict",
+    "peers_to_markdown",
     "records_from_summary",
     "save_figure",
     "slope",
@@ -511,6 +521,111 @@ def compare_all(
     return [compare(records, s, baseline, level, resamples, rng_seed) for s in chosen]
 
 
+@dataclass
+class PeerRatio:
+    """One selector's rollouts to the baseline's final accuracy over a peer's, paired by seed.
+
+    Attributes:
+        values: per seed both have, the ratio (NaN where undefined).
+        reasons: per seed without a value, why (the selector's or the peer's ``Roll(100%)`` reason).
+        t: mean and Student-t interval over the seeds with a value.
+        bootstrap: the percentile bootstrap interval of the same mean.
+    """
+
+    selector: str
+    peer: str
+    values: dict[int, float]
+    reasons: dict[int, str]
+    t: core.Interval
+    bootstrap: tuple[float, float]
+
+
+def peer_ratios(comparisons: Sequence[Comparison], peers: Sequence[str], key: str = "roll100") -> list[PeerRatio]:
+    """Every non-peer selector's ``key`` statistic over each peer's, seed by seed (module docstring).
+
+    Raises:
+        ValueError: a peer is not among the comparisons, or a selector and a peer share no seed.
+    """
+    by_name = {c.selector: c for c in comparisons}
+    missing = [p for p in peers if p not in by_name]
+    if missing:
+        raise ValueError(f"peers {missing} are not among the compared selectors {sorted(by_name)}")
+    out = []
+    for comp in comparisons:
+        if comp.selector in peers:
+            continue
+        for peer in peers:
+            other = by_name[peer]
+            seeds = sorted(set(comp.seeds) & set(other.seeds))
+            if not seeds:
+                raise ValueError(f"{comp.selector} and {peer} share no seed")
+            own_stat, peer_stat = comp.stats[key], other.stats[key]
+            values, reasons = {}, {}
+            for seed in seeds:
+                a, b = own_stat.values[seed], peer_stat.values[seed]
+                values[seed] = a / b if math.isfinite(a) and math.isfinite(b) and b > 0 else math.nan
+                if not math.isfinite(values[seed]):
+                    why = own_stat.reasons.get(seed) or peer_stat.reasons.get(seed) or "not defined"
+                    reasons[seed] = f"{comp.selector if seed in own_stat.reasons else peer}: {why}"
+            column = [values[s] for s in seeds]
+            c0 = comparisons[0]
+            out.append(
+                PeerRatio(
+                    comp.selector,
+                    peer,
+                    values,
+                    reasons,
+                    core.interval(column, c0.level),
+                    bootstrap_interval(column, c0.level, c0.resamples, c0.rng_seed),
+                )
+            )
+    return out
+
+
+def peers_to_markdown(ratios: Sequence[PeerRatio], baseline: str, level: float = 0.95) -> str:
+    """The :func:`peer_ratios` table in markdown."""
+    spec = _SPECS["roll100"]
+    rows = [
+        [
+            r.selector,
+            r.peer,
+            ", ".join(f"{s}: {_fmt(v, spec)}" for s, v in r.values.items()),
+            _fmt(r.t.mean, spec),
+            _fmt_pair(r.t.lo, r.t.hi, spec),
+            _fmt_pair(*r.bootstrap, spec),
+            "; ".join(f"seed {s} {why}" for s, why in r.reasons.items()),
+        ]
+        for r in ratios
+    ]
+    grid = render.Grid(
+        f"Rollouts to {baseline}'s final accuracy, selector over peer",
+        ["selector", "peer", "per seed", "mean", f"{level:.0%} t", f"{level:.0%} bootstrap", "seeds without a value"],
+        rows,
+        [
+            f"Per seed, the selector's Roll(100%) over the peer's (the rollouts each spent to reach {baseline}'s best "
+            "within its budget); < 1: the selector needs fewer rollouts than the peer."
+        ],
+    )
+    return render.to_markdown(grid)
+
+
+def peers_to_dict(ratios: Sequence[PeerRatio]) -> list[dict[str, Any]]:
+    """A JSON-able form of :func:`peer_ratios`."""
+    return [
+        {
+            "selector": r.selector,
+            "peer": r.peer,
+            "per_seed": {str(s): _num(v) for s, v in r.values.items()},
+            "undefined": {str(s): why for s, why in r.reasons.items()},
+            "n": r.t.n,
+            "mean": _num(r.t.mean),
+            "t": {"lo": _num(r.t.lo), "hi": _num(r.t.hi)},
+            "bootstrap": {"lo": _num(r.bootstrap[0]), "hi": _num(r.bootstrap[1])},
+        }
+        for r in ratios
+    ]
+
+
 # ------------------------------------------------------------------------------------------------------ output
 def _num(x: float) -> float | None:
     """JSON has no NaN or infinity: those become null (the reason is reported next to them)."""
@@ -754,6 +869,9 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["accuracy", "pool_accuracy"],
         help="the records' curve: held-out accuracy (default) or the training pool's",
     )
+    p.add_argument(
+        "--peers", nargs="+", default=[], help="also the rollouts of every other selector over each of these peers'"
+    )
     p.add_argument("--out", type=Path, help="write paired.md, paired.json and figures/toy_paired.png here")
     p.add_argument("--level", type=float, default=0.95)
     p.add_argument("--resamples", type=int, default=RESAMPLES, help="bootstrap resamples")
@@ -771,14 +889,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         records = load_benchmark(args.path, args.curve)
         comparisons = compare_all(records, args.baseline, args.selectors, args.level, args.resamples, args.rng_seed)
+        ratios = peer_ratios(comparisons, args.peers) if args.peers else []
     except (LoadError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     text = to_markdown(comparisons)
+    summary = to_dict(comparisons)
+    if ratios:
+        text += "\n" + peers_to_markdown(ratios, args.baseline, args.level)
+        summary["peers"] = peers_to_dict(ratios)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "paired.md").write_text(text)
-        (args.out / "paired.json").write_text(json.dumps(to_dict(comparisons), indent=1, ensure_ascii=False) + "\n")
+        (args.out / "paired.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
         figure = save_figure(comparisons, args.out / "figures" / f"{DOMAIN}_paired.png")
         logger.info("wrote %s, %s and %s", args.out / "paired.md", args.out / "paired.json", figure)
     sys.stdout.write(text)

@@ -221,6 +221,33 @@ def test_run_log_statistics_and_cli(tmp_path: Path, capsys: pytest.CaptureFixtur
         paired.load_benchmark(tmp_path)
 
 
+def test_rollouts_against_a_peer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A selector twice as fast as Random at Random's cost per step, against a peer as fast at 4x the cost: a quarter
+    of the peer's rollouts; a peer that never reaches the target leaves the ratio undefined, with its reason."""
+    runs = []
+    arms = (("random", 1, 128.0), ("fast", 2, 128.0), ("costly", 2, 512.0), ("flat", 0, 128.0))
+    for seed, a in SLOPES.items():
+        for selector, factor, rollouts in arms:
+            runs.append(_record(selector, seed, _linear(factor * a)))
+            _write_log(tmp_path, selector, seed, runs[-1]["accuracy"], rollouts, 0.5)
+    (tmp_path / "summary.json").write_text(json.dumps(_summary(runs)))
+    comparisons = paired.compare_all(paired.load_benchmark(tmp_path))
+    ratios = {(r.selector, r.peer): r for r in paired.peer_ratios(comparisons, ["costly", "flat"])}
+    assert set(ratios) == {("fast", "costly"), ("fast", "flat")}
+    fast = ratios[("fast", "costly")]
+    assert all(v == pytest.approx(0.25) for v in fast.values.values()) and fast.t.mean == pytest.approx(0.25)
+    flat = ratios[("fast", "flat")]
+    assert flat.t.n == 0 and all("flat" in why for why in flat.reasons.values())
+    with pytest.raises(ValueError, match="peers"):
+        paired.peer_ratios(comparisons, ["dapo_ds"])
+
+    assert paired.main([str(tmp_path), "--peers", "costly", "--out", str(tmp_path / "out")]) == 0
+    assert "selector over peer" in capsys.readouterr().out
+    data = json.loads((tmp_path / "out" / "paired.json").read_text())
+    assert data["peers"][0]["mean"] == pytest.approx(0.25) and data["peers"][0]["peer"] == "costly"
+    assert paired.main([str(tmp_path), "--peers", "nobody"]) == 2
+
+
 def test_one_seed_has_means_without_intervals(tmp_path: Path) -> None:
     records = [r for r in _doubling() if r.seed == 0]
     (fast, flat) = paired.compare_all(records)
