@@ -3,12 +3,14 @@
 # python -m bots_verl.main on the CPU backend, evaluate the checkpoints, write the tables, figures and summary.md.
 # Resumable: a rerun skips finished runs and resumes an interrupted one from its last checkpoint.
 #
-#   bash recipes/toy/run_benchmark.sh                     # = make toy        (runs/toy)
+#   bash recipes/toy/run_benchmark.sh                     # = make toy        (the headline; runs/toy)
 #   PROFILE=quick bash recipes/toy/run_benchmark.sh       # = make toy-quick  (runs/toy/quick)
+#   PROFILE=full bash recipes/toy/run_benchmark.sh        # every selector on the headline's seeds (runs/toy)
+#   PROFILE=beyond bash recipes/toy/run_benchmark.sh      # issue 24's arms: DAPO-DS, GRESO, bots_warm(+alloc) (runs/toy)
 #   bash recipes/toy/run_benchmark.sh --seeds 0 1 2 3 4   # any extra option goes to python -m bots_verl.toy.benchmark
 #   DRY_RUN=1 bash recipes/toy/run_benchmark.sh           # check the settings and print the plan; nothing is created
 set -euo pipefail
-PROFILE=${PROFILE:-full}                       # full | quick | ci
+PROFILE=${PROFILE:-headline}                   # headline | full | beyond | quick | ci
 PYTHON=${PYTHON:-python3}
 DRY_RUN=${DRY_RUN:-0}                          # 1: validate and print the plan only (as every recipe's DRY_RUN)
 dry_run=()
