@@ -423,7 +423,8 @@ def _results(futures: Sequence[Future], run_dirs: Sequence[Path]) -> list[dict[s
 
 
 def _add_paired(root: Path, summary: dict[str, Any], tables: dict[str, str]) -> None:
-    """Paired statistics of every selector against ``random`` (``python -m analysis.paired`` on ``summary.json``).
+    """Paired statistics of every selector against ``random`` (``python -m analysis.paired`` on ``summary.json``),
+    and against the dynamic-sampling arms as peers when there are any (``--peers``).
 
     Writes ``paired.md``, ``paired.json`` and ``figures/toy_paired.png`` into ``root``, puts the dict under
     ``summary["paired"]`` (and rewrites ``summary.json``) and the section under ``tables["paired"]``; does nothing
@@ -433,6 +434,10 @@ def _add_paired(root: Path, summary: dict[str, Any], tables: dict[str, str]) -> 
     if "random" not in selectors or len(selectors) < 2:
         return
     cmd = [sys.executable, "-m", "analysis.paired", str(root), "--baseline", "random", "--out", str(root)]
+    # the dynamic-sampling arms are the peers issue 24 judges rollouts against (every other arm's over theirs)
+    peers = sorted(a for a in selectors if set(_DYNAMIC_SAMPLING) <= set(VARIANTS.get(a, ("", ()))[1]))
+    if peers and selectors - {"random", *peers}:
+        cmd += ["--peers", *peers]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     summary["paired"] = json.loads((root / "paired.json").read_text())
     tables["paired"] = "## Paired against random, seed by seed\n\n" + (root / "paired.md").read_text()
