@@ -138,7 +138,24 @@ PINS: dict[str, tuple[str, str]] = {
     ),
     "verl.experimental.agent_loop.agent_loop:AgentLoopWorker._run_agent_loop": (
         "32c3d607c5d4c9fa124c9d53a476689b63aeb2662f28c9cc1933fc6ec3e9e989",
-        "returns what _agent_loop_postprocess returns (GroupedAgentLoopWorker's session, scored and written later)",
+        "returns what _agent_loop_postprocess returns (GroupedAgentLoopWorker's session, scored and written later); "
+        "GroupedAgentLoopWorker._run_agent_loop re-implements it with one shared single-turn loop",
+    ),
+    "verl.experimental.agent_loop.single_turn_agent_loop:SingleTurnAgentLoop": (
+        "5d907b67971c7660f5e931dbf3b00aec1d8c8742c742f7b677ac8957bb452332",
+        "keeps no state between runs, so GroupedAgentLoopWorker shares one instance across sessions",
+    ),
+    "verl.experimental.agent_loop.agent_loop:AgentLoopBase.__init__": (
+        "8d0c1cd056eaeeec4f9563f17ed4e80e4bd914be3c94aa779c0e497b61848068",
+        "sets only per-worker state (config, tokenizer, token builder): the shared single-turn loop relies on it",
+    ),
+    "verl.workers.rollout.llm_server:LLMServerClient": (
+        "0d3f0edbd4eb704599674fa25eb376891bf32a42b880712b2070e63501322db3",
+        "agent_loop.SingleReplicaClient overrides _acquire_server/_release_server and copies the client's attributes",
+    ),
+    "verl.workers.rollout.router:GlobalRequestLoadBalancer.get_all_servers": (
+        "1eddd017c5dd0d8e521942c35529fcb3c2be7dacb4281441941bb239be43422b",
+        "SingleReplicaClient goes direct only when it lists exactly the server the balancer handed out",
     ),
     "verl.experimental.agent_loop.agent_loop:AgentLoopWorker._compute_score": (
         "cf4b57719ad3c1b236e49fb99dddc4f6cf05bc0fb125e1475ce5c2534af2b742",

@@ -16,6 +16,16 @@ status goes ``running`` then ``finished`` (or ``failure`` when a session failed)
 session settled and every surviving record was written. Differences: the records of a prompt appear together, not
 one by one as sessions finish, and ``metrics.compute_score`` of a session is the time of its group's call.
 
+Two more per-session costs of verl's worker go, where they buy nothing:
+
+- verl builds a new agent loop for every session (``hydra.utils.instantiate`` of its registry entry, with its
+  tokenizer wiring). verl's :class:`~verl.experimental.agent_loop.single_turn_agent_loop.SingleTurnAgentLoop` keeps
+  no state between runs (a run's inputs are its arguments and its locals), so one instance per agent name serves
+  every session. Other agent loops, and registry entries with settings of their own, are built per session.
+- verl's :class:`~verl.workers.rollout.llm_server.LLMServerClient` asks the global load balancer (a Ray actor) for a
+  server before every request and tells it afterwards: two Ray calls per session. With one rollout replica the
+  answer is always the same server, so :class:`SingleReplicaClient` asks once, then calls that server directly.
+
 Sessions with several outputs (multi-turn agent loops that return a list), multi-modal position ids and sessions whose
 agent loop already set a score go through verl's own per-session ``_compute_score``. When a group's batched call
 fails, its sessions are scored one by one with verl's ``_compute_score`` so that exactly the sessions verl would lose
@@ -33,6 +43,7 @@ import random
 import time
 from typing import Any
 
+import hydra
 import numpy as np
 import ray
 import torch
@@ -40,14 +51,61 @@ import transfer_queue as tq
 from tensordict import TensorDict
 from verl import DataProto
 from verl.experimental.agent_loop import AgentLoopOutput
+from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
+from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ, AgentLoopWorkerTQ, apply_greedy_sampling_params
+from verl.utils.rollout_trace import rollout_trace_attr
 from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+from verl.workers.rollout.llm_server import LLMServerClient
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["GroupedAgentLoopManager", "GroupedAgentLoopWorker", "MANAGER_CLASS"]
+__all__ = ["GroupedAgentLoopManager", "GroupedAgentLoopWorker", "MANAGER_CLASS", "SingleReplicaClient"]
 
 MANAGER_CLASS = "bots_verl.verl_cpu.agent_loop.GroupedAgentLoopManager"
+# the registry entry verl's @register("single_turn_agent") writes: the stateless loop one instance can serve
+SINGLE_TURN_ENTRY = {"_target_": f"{SingleTurnAgentLoop.__module__}.{SingleTurnAgentLoop.__qualname__}"}
+
+
+class SingleReplicaClient(LLMServerClient):
+    """verl's LLM server client that skips the load balancer once it knows there is only one server.
+
+    The first request is routed and released through the load balancer as in verl; if the balancer then lists a
+    single server, later requests go straight to it (the balancer's sticky sessions and in-flight counts choose
+    among servers, and there is nothing to choose). With several servers every request goes through the balancer.
+
+    Args:
+        client: verl's client, whose settings (config, balancer handle, tokenizer) this one takes over.
+    """
+
+    def __init__(self, client: LLMServerClient) -> None:
+        super().__init__(client.config, load_balancer_handle=client._load_balancer)
+        vars(self).update(vars(client))
+        self._direct: asyncio.Future | None = None
+
+    async def _acquire_server(self, request_id: str, **extra: Any) -> tuple[str, Any]:
+        if self._direct is None:
+            # one resolution shared by the sessions that arrive together
+            self._direct = asyncio.ensure_future(self._resolve(request_id, **extra))
+        direct = await self._direct
+        return direct if direct is not None else await super()._acquire_server(request_id, **extra)
+
+    async def _resolve(self, request_id: str, **extra: Any) -> tuple[str, Any] | None:
+        """The only server ``(id, handle)``, or None when the balancer has several (or cannot say)."""
+        try:
+            server_id, server = await super()._acquire_server(request_id, **extra)
+            super()._release_server(server_id, request_id=request_id)
+            servers = await self._load_balancer.get_all_servers.remote()
+        except Exception as e:
+            logger.warning("could not ask the load balancer for its servers (%r); routing every request", e)
+            return None
+        return (server_id, server) if list(servers) == [server_id] else None
+
+    def _release_server(self, server_id: str, request_id: str | None = None) -> None:
+        direct = self._direct
+        if direct is not None and direct.done() and direct.result() is not None:
+            return  # never acquired from the balancer
+        super()._release_server(server_id, request_id=request_id)
 
 
 @dataclasses.dataclass
@@ -80,6 +138,49 @@ class GroupedAgentLoopWorker(AgentLoopWorkerTQ.__ray_actor_class__):
         # shipped by value with a copy of AgentLoopWorkerTQ for its super(), a class not in this one's MRO; this
         # __init__ pickles by name and its super() chain runs on the real classes.
         super().__init__(*args, **kwargs)
+        # exactly verl's client (not a subclass with its own routing, e.g. a test's or the fully async one)
+        if type(self.llm_client) is LLMServerClient and self.llm_client._load_balancer is not None:
+            self.llm_client = SingleReplicaClient(self.llm_client)
+        self._shared_loops: dict[str, SingleTurnAgentLoop] = {}
+
+    async def _run_agent_loop(
+        self,
+        sampling_params: dict[str, Any],
+        trajectory: dict[str, Any],
+        *,
+        agent_name: str,
+        trace: bool = True,
+        **kwargs: Any,
+    ) -> Any:
+        """verl's ``_run_agent_loop``, with one shared instance of the stateless single-turn loop (module docstring)."""
+        if dict(_agent_loop_registry.get(agent_name, {})) != SINGLE_TURN_ENTRY:
+            return await super()._run_agent_loop(
+                sampling_params, trajectory, agent_name=agent_name, trace=trace, **kwargs
+            )
+        agent_loop = self._shared_loops.get(agent_name)
+        if agent_loop is None:
+            agent_loop = hydra.utils.instantiate(
+                config=_agent_loop_registry[agent_name],
+                trainer_config=DictConfigWrap(config=self.config),
+                server_manager=self.llm_client,
+                tokenizer=self.tokenizer,
+                processor=self.processor,
+                hf_model_type=self.hf_model_type,
+                dataset_cls=self.dataset_cls,
+                data_config=DictConfigWrap(self.config.data),
+                tools=ToolListWrap(self.tools),
+            )
+            self._shared_loops[agent_name] = agent_loop
+        with rollout_trace_attr(
+            step=trajectory["step"],
+            sample_index=trajectory["sample_index"],
+            rollout_n=trajectory["rollout_n"],
+            validate=trajectory["validate"],
+            name="agent_loop",
+            trace=trace,
+        ):
+            output = await agent_loop.run(sampling_params, **kwargs)
+            return await self._agent_loop_postprocess(output, trajectory["validate"], **kwargs)
 
     async def _agent_loop_postprocess(
         self, output: AgentLoopOutput | list[AgentLoopOutput], validate: bool, **kwargs: Any

@@ -46,22 +46,46 @@ def _load() -> float:
     return os.getloadavg()[0]
 
 
-def _tree_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process and all its descendants (Ray's processes descend from the driver)."""
+def _tree_cpu_seconds(pid: int) -> dict[int, tuple[str, float]]:
+    """User + system CPU seconds of a process and all its descendants, by pid with the process's title.
+
+    Ray's processes descend from the driver (or from a shared cluster's head) and title themselves ``ray::Class``,
+    so the titles name the run's parts: the training worker, the rollout server, the agent-loop worker, ...
+    """
     import psutil
 
-    total = 0.0
+    used: dict[int, tuple[str, float]] = {}
     try:
         root = psutil.Process(pid)
         for proc in [root, *root.children(recursive=True)]:
             try:
                 times = proc.cpu_times()
-                total += times.user + times.system
+                title = (proc.cmdline() or [proc.name()])[0]
+                used[proc.pid] = (_process_name(title), times.user + times.system)
             except psutil.Error:
                 continue
     except psutil.Error:
         pass
-    return total
+    return used
+
+
+def _process_name(title: str) -> str:
+    """A process's part of the run from its title: ``ray::GroupedAgentLoopWorker`` and the like, else the program."""
+    if title.startswith("ray::"):
+        return title.split(".")[0].strip()
+    return Path(title.split()[0]).name
+
+
+def cpu_by_process(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> dict[str, float]:
+    """CPU seconds each part of the run used between two snapshots of :func:`_tree_cpu_seconds`, by process name.
+
+    A process that appeared in between counts from zero; processes sharing a name (Ray's idle workers) are summed.
+    """
+    spent: dict[str, float] = {}
+    for pid, (name, seconds) in after.items():
+        start = before.get(pid, (name, 0.0))[1]
+        spent[name] = spent.get(name, 0.0) + max(seconds - start, 0.0)
+    return spent
 
 
 def run_and_watch(
@@ -71,15 +95,16 @@ def run_and_watch(
     timeout: float,
     env: dict[str, str] | None = None,
     cluster_pid: int | None = None,
-) -> tuple[float, dict[int, float], dict[int, float]]:
-    """Run ``command``; return (launch time, arrival time and CPU seconds of the run's processes at each step line).
+) -> tuple[float, dict[int, float], dict[int, dict[int, tuple[str, float]]]]:
+    """Run ``command``; return (launch time, arrival time and CPU seconds of each of the run's processes at each step
+    line).
 
     With ``cluster_pid`` (the head of a shared cluster the run attached to), the CPU seconds also count that
     process tree: the run's Ray workers descend from the cluster's raylet, not from the run.
     """
     log_path = cwd / "train.log"
     arrivals: dict[int, float] = {}
-    cpu: dict[int, float] = {}
+    cpu: dict[int, dict[int, tuple[str, float]]] = {}
     start = time.monotonic()
     with log_path.open("w") as log:
         proc = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -96,7 +121,7 @@ def run_and_watch(
                         arrivals.setdefault(step, time.monotonic())
                         used = _tree_cpu_seconds(proc.pid)
                         if cluster_pid is not None:
-                            used += _tree_cpu_seconds(cluster_pid)
+                            used.update(_tree_cpu_seconds(cluster_pid))
                         cpu.setdefault(step, used)
                 seen = len(lines)
             time.sleep(0.05)
@@ -182,6 +207,12 @@ def main(argv: list[str] | None = None) -> None:
         f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, {os.cpu_count()} cores"
     )
     print(f"start-up to first step: {startup:.1f} s; first step: {first:.1f} s")
+    if 1 in cpu:
+        spent = sorted(cpu_by_process({}, cpu[1]).items(), key=lambda item: -item[1])
+        print(
+            f"  CPU seconds to the end of step 1: {sum(s for _, s in spent):.1f}, by process: "
+            + ", ".join(f"{name} {seconds:.1f}" for name, seconds in spent[:12])
+        )
     print(
         f"median step after {args.warmup} warm-up steps ({len(step_s)} steps): {statistics.median(step_s):.3f} s "
         f"(min {min(step_s):.3f}, max {max(step_s):.3f})"
@@ -189,8 +220,11 @@ def main(argv: list[str] | None = None) -> None:
     print("phase medians: " + ", ".join(f"{p} {v:.3f} s" for p, v in phases.items()))
     measured = [s for s in steps if s - 1 in cpu and s in cpu]
     if measured:
-        per_step = (cpu[measured[-1]] - cpu[measured[0] - 1]) / len(measured)
+        spent = cpu_by_process(cpu[measured[0] - 1], cpu[measured[-1]])
+        per_step = sum(spent.values()) / len(measured)
         print(f"CPU time of all the run's processes per step: {per_step:.2f} s (over {len(measured)} steps)")
+        ranked = sorted(spent.items(), key=lambda item: -item[1])
+        print("  by process: " + ", ".join(f"{name} {seconds / len(measured):.2f}" for name, seconds in ranked[:10]))
     if floor is not None:
         median = statistics.median(step_s)
         print(

@@ -284,3 +284,79 @@ def test_grouped_worker_writes_what_verls_worker_writes(setup, toy_model_dir):
     record = verl["groups"][batch["uid"][0]][0]
     assert record["fields"]["extra_fields"]["reward_extra_info"].keys() == {"score", "acc", "chars"}
     assert record["tag"]["status"] == "success" and record["tag"]["global_steps"] == 1
+
+
+def _counting_balancer(servers: dict):
+    """verl's GlobalRequestLoadBalancer (as a Ray actor, through verl's factory) that counts its acquisitions."""
+    from verl.workers.rollout.router import GlobalRequestLoadBalancer, get_router_handle
+
+    class CountingBalancer(GlobalRequestLoadBalancer):
+        acquired = 0
+
+        def acquire_server(self, request_id: str):
+            self.acquired += 1
+            return super().acquire_server(request_id)
+
+        def counts(self) -> tuple[int, int]:
+            return self.acquired, self.get_total_inflight()
+
+    return get_router_handle(servers=servers, load_balancer_cls=CountingBalancer)
+
+
+def test_single_replica_client_asks_the_balancer_once_and_returns_what_verls_client_returns(setup, toy_model_dir):
+    import asyncio
+
+    import ray
+    from ray import cloudpickle
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.workers.rollout.llm_server import LLMServerClient
+
+    from bots_verl.verl_cpu.agent_loop import SingleReplicaClient
+    from bots_verl.verl_cpu.hf_rollout import server_settings
+    from bots_verl.verl_cpu.hf_server import HFRolloutServer
+
+    config = setup[0]
+    cloudpickle.register_pickle_by_value(__import__(__name__))
+    settings = dataclasses.replace(
+        server_settings(omega_conf_to_dataclass(config.actor_rollout_ref.rollout), config.actor_rollout_ref.model, 0),
+        load_format="auto",
+    )
+    prompts = [[5, 6, 7], [5, 6, 7], [8, 9], [5, 6, 7], [8, 9], [10], [10], [5, 6, 7]]
+    params = {"temperature": 1.0, "logprobs": True}
+
+    async def ask(client) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        outputs = await asyncio.gather(
+            *(client.generate(f"r{i}", prompt_ids=p, sampling_params=params) for i, p in enumerate(prompts))
+        )
+        return sorted((tuple(p), tuple(o.token_ids)) for p, o in zip(prompts, outputs, strict=True))
+
+    def run(wrap: bool, replicas: int):
+        servers = [
+            ray.remote(HFRolloutServer).options(num_cpus=0, max_concurrency=1000).remote(settings)
+            for _ in range(replicas)
+        ]
+        ray.get([server.ready.remote() for server in servers])
+        balancer = _counting_balancer({f"s{i}": server for i, server in enumerate(servers)})
+        client = LLMServerClient(config, load_balancer_handle=balancer)
+        client.tokenizer = "the worker's tokenizer"  # an attribute the worker sets: carried over
+        if wrap:
+            client = SingleReplicaClient(client)
+            assert client.tokenizer == "the worker's tokenizer" and client.config is config
+        try:
+            answers = asyncio.run(ask(client))
+            time.sleep(0.5)  # verl's release is fire-and-forget
+            return answers, ray.get(balancer.counts.remote())
+        finally:
+            for actor in [*servers, balancer]:
+                ray.kill(actor)
+
+    verl_answers, verl_counts = run(wrap=False, replicas=1)
+    ours_answers, ours_counts = run(wrap=True, replicas=1)
+    # the same samples (a fresh server with the same weights and seed), the balancer asked once instead of per request
+    assert ours_answers == verl_answers and len({a[1] for a in verl_answers}) > 3
+    assert verl_counts == (len(prompts), 0)
+    assert ours_counts == (1, 0)
+    # two replicas: every request is routed by the balancer (one more acquisition, the probe's), none left in flight
+    two_answers, two_counts = run(wrap=True, replicas=2)
+    assert len(two_answers) == len(prompts)
+    assert two_counts == (len(prompts) + 1, 0)
