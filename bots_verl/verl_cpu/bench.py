@@ -12,9 +12,10 @@ builds the toy model and data in a temporary directory, launches ``python -m bot
   (other processes on the machine inflate every figure);
 - **CPU time per step** of all the run's processes together (Ray's processes descend from the launched one): less
   sensitive to other load than wall time; a step cannot take less than this divided by the number of cores;
-- **the floor**: a plain-torch GRPO step of the same model and shape on the same machine, right after the run
-  (:func:`bots_verl.verl_cpu.plain_grpo.time_plain_step`: batched sampling, old log-probs, one AdamW update, with
-  the training worker's thread count), and the ratio of verl's median step to it.
+- **the floor**: a plain-torch GRPO step of the same model and shape on the same machine, timed right before and
+  right after the run (:func:`bots_verl.verl_cpu.plain_grpo.time_plain_step`: batched sampling, old log-probs, one
+  AdamW update, with the training worker's thread count), and the ratio of verl's median step to the faster of the
+  two (a run's exiting Ray processes can slow the one after it: 0.62-1.01 s on one machine state).
 
 Extra ``key=value`` arguments after ``--`` are passed to ``bots_verl.main`` (e.g. ``-- bots.selector=random``).
 """
@@ -179,6 +180,7 @@ def main(argv: list[str] | None = None) -> None:
                 cluster = stack.enter_context(SharedRayCluster(num_cpus=MIN_RAY_CPUS, num_gpus=1))
                 env, cluster_pid = {**os.environ, **cluster.env}, cluster.pid
                 print(f"shared Ray cluster up in {cluster.startup_s:.1f} s (not part of the start-up below)")
+            floor_before = _floor(paths["model"], args) if args.floor_repeats > 0 else None
             load_before = _load()
             start, arrivals, cpu = run_and_watch(
                 command, run_dir / "metrics.jsonl", work, args.timeout, env=env, cluster_pid=cluster_pid
@@ -189,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
             if line.strip():
                 record = json.loads(line)
                 records[int(record["step"])] = record["data"]
-        floor = _floor(paths["model"], args) if args.floor_repeats > 0 else None
+        floor_after = _floor(paths["model"], args) if args.floor_repeats > 0 else None
 
     steps = sorted(s for s in records if s > args.warmup)
     step_s = [records[s]["timing_s/step"] for s in steps]
@@ -225,11 +227,13 @@ def main(argv: list[str] | None = None) -> None:
         print(f"CPU time of all the run's processes per step: {per_step:.2f} s (over {len(measured)} steps)")
         ranked = sorted(spent.items(), key=lambda item: -item[1])
         print("  by process: " + ", ".join(f"{name} {seconds / len(measured):.2f}" for name, seconds in ranked[:10]))
-    if floor is not None:
+    if floor_before is not None and floor_after is not None:
+        floor = min(floor_before, floor_after, key=lambda f: f.step_s)
         median = statistics.median(step_s)
         print(
             f"plain-torch GRPO step, same model and shape ({floor.threads} threads): {floor.step_s:.3f} s "
-            f"(generation {floor.gen_s:.3f}, old log-probs {floor.old_log_prob_s:.3f}, update {floor.update_s:.3f}); "
+            f"(generation {floor.gen_s:.3f}, old log-probs {floor.old_log_prob_s:.3f}, update {floor.update_s:.3f}; "
+            f"{floor_before.step_s:.3f} s before the run, {floor_after.step_s:.3f} s after); "
             f"verl's median step / plain: {median / floor.step_s:.1f}x"
         )
     print(f"load average (1 min): {load_before:.2f} before, {load_after:.2f} after")
