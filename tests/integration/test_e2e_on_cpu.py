@@ -141,14 +141,12 @@ def test_kill_and_resume_gives_identical_selections_posterior_and_weights(kill_a
     assert result["selections"] == [] and result["posterior"] == [] and result["weights"] == [], result
 
 
-@pytest.fixture(scope="module")
-def dapo_run(toy, tmp_path_factory) -> Path:
-    work = tmp_path_factory.mktemp("run_d")
+def _two_step_run(toy: dict[str, str], work: Path, *extra: str) -> Path:
+    """A 2-step run with ``extra`` overrides, checkpointed at step 2, its run log in ``work / "run"``."""
     proc = run_main(
         _overrides(
             toy,
-            "algorithm.filter_groups.enable=true",
-            "algorithm.filter_groups.metric=acc",
+            *extra,
             "trainer.total_training_steps=2",
             "trainer.save_freq=2",
             f"trainer.default_local_dir={work / 'ckpt'}",
@@ -158,6 +156,12 @@ def dapo_run(toy, tmp_path_factory) -> Path:
     )
     assert proc.returncode == 0, tail(proc)
     return work
+
+
+@pytest.fixture(scope="module")
+def dapo_run(toy, tmp_path_factory) -> Path:
+    extra = ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=acc")
+    return _two_step_run(toy, tmp_path_factory.mktemp("run_d"), *extra)
 
 
 def test_dapo_refills_are_fresh_and_never_repeat_a_task_within_a_step(dapo_run):
@@ -183,22 +187,8 @@ def allocated_run(toy, tmp_path_factory) -> Path:
     be uniform and prove nothing); toward 0.1 the picked tasks' chances of a mixed group differ and so do their
     groups (checked offline on this toy pool: 2 to 5 rollouts at step 1 for seeds 0 to 2).
     """
-    work = tmp_path_factory.mktemp("run_l")
-    proc = run_main(
-        _overrides(
-            toy,
-            "bots.selector=bots_warm",
-            "+bots.hparams.target=0.1",
-            "bots.rollout_allocation.mode=posterior",
-            "trainer.total_training_steps=2",
-            "trainer.save_freq=2",
-            f"trainer.default_local_dir={work / 'ckpt'}",
-            f"bots.run_log.dir={work / 'run'}",
-        ),
-        cwd=work,
-    )
-    assert proc.returncode == 0, tail(proc)
-    return work
+    extra = ("bots.selector=bots_warm", "+bots.hparams.target=0.1", "bots.rollout_allocation.mode=posterior")
+    return _two_step_run(toy, tmp_path_factory.mktemp("run_l"), *extra)
 
 
 def test_posterior_allocation_gives_unequal_groups_within_the_step_budget(allocated_run):
