@@ -362,14 +362,31 @@ def _borrowed(clusters: queue.Queue | None) -> Iterator[SharedRayCluster | None]
         clusters.put(cluster)
 
 
+def finished_runs(root: Path) -> list[Path]:
+    """The runs under ``<root>/runs`` that finished (a ``done.json``), in name order.
+
+    A run that was stopped, or is still training in another sitting, has no ``done.json`` and may have logged nothing
+    yet; the tables and figures hold finished runs only, as ``--summarize-finished`` does.
+
+    Raises:
+        RuntimeError: when no run has finished.
+    """
+    runs = (
+        sorted(d for d in (root / "runs").iterdir() if (d / "done.json").is_file()) if (root / "runs").is_dir() else []
+    )
+    if not runs:
+        raise RuntimeError(f"no finished run in {root / 'runs'}")
+    return runs
+
+
 def _analyse(root: Path, run_dirs: Sequence[Path] = ()) -> dict[str, str]:
     """Run ``analysis.tables`` and ``analysis.figures`` on the runs; returns the rendered tables by name.
 
     Args:
         root: the benchmark directory (tables and figures are written there).
-        run_dirs: the runs to analyse; default: every run under ``<root>/runs``.
+        run_dirs: the runs to analyse; default: every finished run under ``<root>/runs`` (:func:`finished_runs`).
     """
-    runs = [str(d) for d in run_dirs] or [str(root / "runs")]
+    runs = [str(d) for d in run_dirs or finished_runs(root)]
     out: dict[str, str] = {}
     for name, table, metric in (
         ("main", "main", EXACT_METRIC),

@@ -112,3 +112,16 @@ def test_an_unknown_arm_is_refused_by_the_dry_run(capsys) -> None:
         arm_settings("nope")
     assert main(["--profile", "beyond", "--dry-run", "--selectors", "dapo_ds", "nope"]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+def test_the_tables_take_finished_runs_only(tmp_path: Path) -> None:
+    """A stopped run that logged nothing (no ``done.json``) does not stop the summary of the finished ones."""
+    from bots_verl.toy.benchmark import finished_runs
+
+    with pytest.raises(RuntimeError, match="no finished run"):
+        finished_runs(tmp_path)
+    for name, done in (("random_s1", True), ("bots_s0", True), ("bots_warm_s7", False), ("random_s0", True)):
+        (tmp_path / "runs" / name / "run").mkdir(parents=True)
+        if done:
+            (tmp_path / "runs" / name / "done.json").write_text("{}")
+    assert [d.name for d in finished_runs(tmp_path)] == ["bots_s0", "random_s0", "random_s1"]
