@@ -29,7 +29,10 @@ import numpy as np
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["main", "probe_name", "report", "run_probe", "run_seed", "warmup_factor"]
+# --fixed-tasks trains on the tasks whose starting pass rate is nearest this: mixed groups in most steps
+FIXED_TASK_RATE = 0.3
+
+__all__ = ["main", "probe_name", "report", "run_probe", "run_seed", "soften", "warmup_factor"]
 
 
 def _problems(path: str | Path) -> list:
@@ -52,10 +55,32 @@ def warmup_factor(step: int, warmup_steps: int) -> float:
 
 def probe_name(args: argparse.Namespace) -> str:
     """A file-name-safe label of a probe's settings."""
-    return (
+    name = (
         f"p{args.prompts}_n{args.n}_{args.optimizer}_lr{args.lr:g}_wu{args.warmup_steps}_{args.loss_agg_mode}"
         f"_clip{args.grad_clip:g}_s{args.steps}"
     )
+    # settings added later are named only when not at their defaults, so older probes keep their files
+    if getattr(args, "mini_batches", 1) != 1:
+        name += f"_mb{args.mini_batches}"
+    if getattr(args, "start_temperature", 1.0) != 1.0:
+        name += f"_T{args.start_temperature:g}"
+    if getattr(args, "fixed_tasks", False):
+        name += "_fixed"
+    return name
+
+
+def soften(model: Any, temperature: float) -> None:
+    """Divide a Llama's logits by ``temperature`` for good: its final RMSNorm's weight scaled by ``1 / temperature``.
+
+    The lm head is linear without bias, so this is exactly sampling the original model at ``temperature``; the
+    result is an ordinary checkpoint (what a flatter, less certain starting policy looks like to the trainer).
+    """
+    import torch
+
+    if not temperature > 0:
+        raise ValueError(f"temperature must be positive, got {temperature}")
+    with torch.no_grad():
+        model.model.norm.weight.div_(temperature)
 
 
 def run_seed(args: argparse.Namespace, seed: int, model_dir: Path, pool: list, heldout: list) -> dict[str, Any]:
@@ -65,11 +90,12 @@ def run_seed(args: argparse.Namespace, seed: int, model_dir: Path, pool: list, h
 
     from bots_verl.toy.likelihood import answer_stats
     from bots_verl.toy.tokenizer import EOS, VOCAB, encode
-    from bots_verl.verl_cpu.plain_grpo import plain_grpo_step
+    from bots_verl.verl_cpu.plain_grpo import plain_grpo_step, response_log_probs
     from bots_verl.verl_cpu.sampling import GenerationRequest, generate_batch, row_seed
 
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32, attn_implementation="eager")
+    soften(model, getattr(args, "start_temperature", 1.0))
     # verl's actor optimizer as verl builds it (torch.optim.<optim.optimizer> with lr, weight decay 0.01 and, for Adam,
     # its default betas), and its constant schedule with a linear warm-up (whose first step has learning rate 0)
     if args.optimizer == "AdamW":
@@ -79,10 +105,17 @@ def run_seed(args: argparse.Namespace, seed: int, model_dir: Path, pool: list, h
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_factor(step, args.warmup_steps))
     rng = np.random.default_rng([seed, 7])
     curve = {0: float(np.mean(answer_stats(model, heldout)[0]))}
-    pool_curve = {0: float(np.mean(answer_stats(model, pool)[0]))}
+    pool_rates = np.asarray(answer_stats(model, pool)[0])
+    pool_curve = {0: float(pool_rates.mean())}
+    fixed = None
+    if getattr(args, "fixed_tasks", False):
+        # the interference check: the same tasks every step, those the policy solves about 30% of the time (a
+        # stable sort, so every seed trains the same tasks and differs only in its samples)
+        fixed = np.argsort(np.abs(pool_rates - FIXED_TASK_RATE), kind="stable")[: args.prompts]
+        trained_curve = {0: float(pool_rates[fixed].mean())}
     steps = []
     for step in range(1, args.steps + 1):
-        picked = rng.choice(len(pool), size=args.prompts, replace=False)
+        picked = fixed if fixed is not None else rng.choice(len(pool), size=args.prompts, replace=False)
         prompts, targets, requests = [], [], []
         for i in picked:
             ids, n_prompt = encode(pool[i].prompt, pool[i].answer)
@@ -101,17 +134,27 @@ def run_seed(args: argparse.Namespace, seed: int, model_dir: Path, pool: list, h
         results = generate_batch(model, requests, pad_token_id=VOCAB["<pad>"])
         scores = [float(r.token_ids == tgt) for r, tgt in zip(results, targets, strict=True)]
         responses = [torch.tensor(r.token_ids) for r in results]
-        update = plain_grpo_step(
-            model,
-            optimizer,
-            prompts,
-            responses,
-            [torch.ones_like(r) for r in responses],
-            torch.tensor(scores),
-            [i // args.n for i in range(len(responses))],
-            loss_agg_mode=args.loss_agg_mode,
-            grad_clip=args.grad_clip,
-        )
+        # verl's ppo_mini_batch_size = prompts / mini_batches: one optimizer step per mini-batch of whole groups,
+        # each against the rollout policy's log-probs (so the ratio clip acts from the second mini-batch on)
+        masks = [torch.ones_like(r) for r in responses]
+        with torch.no_grad():
+            old = response_log_probs(model, prompts, responses, VOCAB["<pad>"])
+        rows_per = len(responses) // args.mini_batches
+        for mb in range(args.mini_batches):
+            rows = slice(mb * rows_per, (mb + 1) * rows_per)
+            update = plain_grpo_step(
+                model,
+                optimizer,
+                prompts[rows],
+                responses[rows],
+                masks[rows],
+                torch.tensor(scores[rows]),
+                [i // args.n for i in range(len(responses))][rows],
+                old_log_probs=old[rows, : max(len(r) for r in responses[rows])],
+                loss_agg_mode=args.loss_agg_mode,
+                grad_clip=args.grad_clip,
+                pad_token_id=VOCAB["<pad>"],
+            )
         scheduler.step()
         rewards = np.asarray(scores).reshape(args.prompts, args.n)
         mixed = float(np.mean((rewards.min(1) == 0) & (rewards.max(1) == 1)))
@@ -122,17 +165,23 @@ def run_seed(args: argparse.Namespace, seed: int, model_dir: Path, pool: list, h
         )  # fmt: skip
         if step % args.eval_every == 0 or step == args.steps:
             curve[step] = float(np.mean(answer_stats(model, heldout)[0]))
-            pool_curve[step] = float(np.mean(answer_stats(model, pool)[0]))
+            pool_rates = np.asarray(answer_stats(model, pool)[0])
+            pool_curve[step] = float(pool_rates.mean())
+            if fixed is not None:
+                trained_curve[step] = float(pool_rates[fixed].mean())
             logger.info(
                 "seed %d step %d: held-out %.4f, pool %.4f, mixed groups %.2f",
                 seed, step, curve[step], pool_curve[step], mixed,
             )  # fmt: skip
-    return {
+    result = {
         "seed": seed,
         "accuracy": {str(k): v for k, v in curve.items()},
         "pool_accuracy": {str(k): v for k, v in pool_curve.items()},
         "steps": steps,
     }
+    if fixed is not None:
+        result["trained_accuracy"] = {str(k): v for k, v in trained_curve.items()}
+    return result
 
 
 def run_probe(args: argparse.Namespace) -> dict[str, Any]:
@@ -166,21 +215,30 @@ def report(out_dir: str | Path) -> str:
     from bots_verl.core.metrics import interval
 
     rows = [
-        "| tasks x n | optimizer | lr | warm-up | loss agg. | steps | seeds | held-out gain | pool gain | mixed |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| tasks x n | updates per step | start T | optimizer | lr | warm-up | loss agg. | steps | seeds | held-out "
+        "start | held-out gain | pool gain | trained tasks' gain | mixed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     records = [json.loads(p.read_text()) for p in sorted(Path(out_dir).glob("*.json"))]
-    for rec in sorted(records, key=lambda r: (r["settings"]["prompts"] * r["settings"]["n"], r["settings"]["lr"])):
+
+    def order(rec: dict[str, Any]) -> tuple:
+        cfg = rec["settings"]
+        return cfg.get("start_temperature", 1.0), cfg.get("mini_batches", 1), cfg["prompts"] * cfg["n"], cfg["lr"]
+
+    for rec in sorted(records, key=order):
         cfg, seeds = rec["settings"], list(rec["seeds"].values())
         last = str(cfg["steps"])
         gains = [s["accuracy"][last] - s["accuracy"]["0"] for s in seeds if last in s["accuracy"]]
         pool = [s["pool_accuracy"][last] - s["pool_accuracy"]["0"] for s in seeds if "pool_accuracy" in s]
+        trained = [s["trained_accuracy"][last] - s["trained_accuracy"]["0"] for s in seeds if "trained_accuracy" in s]
         mixed = [st["mixed"] for s in seeds for st in s["steps"]]
         rows.append(
-            f"| {cfg['prompts']} x {cfg['n']} | {cfg.get('optimizer', 'AdamW')} | {cfg['lr']:g} | "
-            f"{cfg['warmup_steps']} | {cfg['loss_agg_mode']} | "
-            f"{cfg['steps']} | {len(gains)} | {interval(gains).format(4) if gains else '—'} | "
-            f"{interval(pool).format(4) if pool else '—'} | {np.mean(mixed):.2f} |"
+            f"| {cfg['prompts']} x {cfg['n']} | {cfg.get('mini_batches', 1)} | {cfg.get('start_temperature', 1.0):g} | "
+            f"{cfg.get('optimizer', 'AdamW')} | {cfg['lr']:g} | {cfg['warmup_steps']} | {cfg['loss_agg_mode']} | "
+            f"{cfg['steps']} | {len(gains)} | {np.mean([s['accuracy']['0'] for s in seeds]):.4f} | "
+            f"{interval(gains).format(4) if gains else '—'} | "
+            f"{interval(pool).format(4) if pool else '—'} | {interval(trained).format(4) if trained else '—'} | "
+            f"{np.mean(mixed):.2f} |"
         )
     return "\n".join(rows) + "\n"
 
@@ -198,12 +256,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--optimizer", choices=("AdamW", "SGD"), default="AdamW", help="verl's actor.optim.optimizer")
     parser.add_argument("--warmup-steps", type=int, default=0, help="linear learning-rate warm-up (verl's)")
     parser.add_argument("--loss-agg-mode", default="token-mean")
+    parser.add_argument("--mini-batches", type=int, default=1, help="updates per step (verl: prompts / mini-batch)")
+    parser.add_argument(
+        "--start-temperature", type=float, default=1.0, help="soften the starting policy: its logits / T (soften())"
+    )
     parser.add_argument("--grad-clip", type=float, default=1.0)
     parser.add_argument("--max-tokens", type=int, default=12)
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--fixed-tasks",
+        action="store_true",
+        help="the same --prompts tasks every step (nearest pass rate 0.3): does learning them move the rest?",
+    )
     parser.add_argument("--report", action="store_true", help="print the table of every probe in --out and exit")
     args = parser.parse_args(argv)
+    if args.prompts % args.mini_batches:
+        parser.error(f"--prompts {args.prompts} is not a multiple of --mini-batches {args.mini_batches}")
     if args.report:
         print(report(args.out), end="")
         return 0

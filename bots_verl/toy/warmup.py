@@ -17,16 +17,17 @@ import json
 import logging
 import math
 import os
+import random
 import shutil
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from bots_verl.toy.likelihood import pad_batch
 from bots_verl.toy.model import ModelSpec, build_model, count_parameters
-from bots_verl.toy.tasks import Cell, ProblemStream
+from bots_verl.toy.tasks import Cell, Problem, ProblemStream
 from bots_verl.toy.tokenizer import build_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -51,6 +52,10 @@ class WarmupSpec:
         init_seed: fixes the initial weights.
         data_seed: fixes the warm-up data and its order.
         threads: torch intra-op threads (part of the spec because it changes the float summation order).
+        slip: share of warm-up responses that end with a stray ``=`` before ``</s>`` (``46=</s>``), a format slip
+            the scorer rejects. A policy warmed up with slips knows answers it often fails to deliver, the regime
+            of an LLM whose pass@1 is far below its pass@k: GRPO can learn one behaviour that transfers to every
+            task, which the toy's memorised arithmetic alone does not offer (``recipes/toy/results/calibration.md``).
     """
 
     model: ModelSpec
@@ -63,11 +68,14 @@ class WarmupSpec:
     init_seed: int = 0
     data_seed: int = 0
     threads: int = 1
+    slip: float = 0.0
     _cells: tuple[Cell, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1 or self.threads < 1:
             raise ValueError(f"steps, batch_size and threads must be positive: {self}")
+        if not 0.0 <= self.slip < 1.0:
+            raise ValueError(f"slip must be in [0, 1): {self}")
         if not (self.lr > 0 and math.isfinite(self.lr)) or self.warmup_steps < 0 or self.weight_decay < 0:
             raise ValueError(f"lr must be positive, warmup_steps and weight_decay non-negative: {self}")
         object.__setattr__(self, "_cells", tuple(Cell.from_name(name) for name in self.mixture))
@@ -81,6 +89,8 @@ class WarmupSpec:
         """As a JSON-ready dict (what ``warmup.json`` stores and compares)."""
         out = asdict(self)
         out.pop("_cells", None)
+        if not self.slip:
+            out.pop("slip")  # specs from before the field existed stay equal to theirs
         out["mixture"] = {k: float(v) for k, v in sorted(self.mixture.items())}
         return out
 
@@ -149,6 +159,20 @@ def train_warmup(
         torch.set_num_threads(threads)
 
 
+class _Response(NamedTuple):
+    """A warm-up example whose response differs from the problem's answer."""
+
+    prompt: str
+    answer: str
+
+
+def _with_slips(problems: list[Problem], share: float, rng: random.Random) -> list[Problem | _Response]:
+    """``problems`` with a stray ``=`` after the answer in about ``share`` of them (none when ``share`` is 0)."""
+    if not share:
+        return list(problems)
+    return [_Response(p.prompt, p.answer + "=") if rng.random() < share else p for p in problems]
+
+
 def _train(spec: WarmupSpec, out: Path, exclude: Iterable[str], log_every: int) -> dict[str, Any]:
     import torch
 
@@ -156,6 +180,7 @@ def _train(spec: WarmupSpec, out: Path, exclude: Iterable[str], log_every: int) 
     stream = ProblemStream(spec.cell_weights, seed=spec.data_seed, exclude=exclude)
     model = build_model(spec.model, seed=spec.init_seed)
     model.train()
+    slips = random.Random(f"slip-{spec.data_seed}")  # its own stream: slip 0 leaves the data as it was
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     optim = torch.optim.AdamW(
@@ -168,7 +193,7 @@ def _train(spec: WarmupSpec, out: Path, exclude: Iterable[str], log_every: int) 
     for step in range(spec.steps):
         for group in optim.param_groups:
             group["lr"] = _lr_at(step, spec)
-        input_ids, mask, labels = pad_batch(stream.take(spec.batch_size))
+        input_ids, mask, labels = pad_batch(_with_slips(stream.take(spec.batch_size), spec.slip, slips))
         loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
         optim.zero_grad(set_to_none=True)
         loss.backward()

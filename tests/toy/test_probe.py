@@ -34,7 +34,7 @@ def _args(data, out, **changes):
     argv = ["--data", str(data), "--out", str(out), "--seeds", "0", "1", "--steps", "2", "--eval-every", "1"]
     argv += ["--prompts", "4", "--n", "4", "--lr", "1e-3"]
     for key, value in changes.items():
-        argv += [f"--{key.replace('_', '-')}", str(value)]
+        argv += [f"--{key.replace('_', '-')}"] + ([] if value is True else [str(value)])
     return argv
 
 
@@ -80,6 +80,47 @@ def test_report_lists_every_probe_with_its_gain(tmp_path) -> None:
     table = probe.report(tmp_path).splitlines()
     assert len(table) == 4
     # sorted by rollouts per step, then learning rate: 3e-5 first
-    assert "| 3e-05 |" in table[2] and "-0.0200" in table[2]
+    assert "| 3e-05 |" in table[2] and "-0.0200" in table[2] and "| 0.2000 |" in table[2]
     assert "| 0.0001 |" in table[3] and "0.0200 [" in table[3] and "| SGD |" in table[3]
     assert "0.0000" in table[3]  # the pool did not move
+
+
+def test_soften_divides_the_logits_by_the_temperature(artifacts) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(artifacts / "models" / "policy"), dtype=torch.float32)
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    with torch.no_grad():
+        before = model(input_ids=ids).logits
+        probe.soften(model, 1.5)
+        after = model(input_ids=ids).logits
+    torch.testing.assert_close(after, before / 1.5, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="positive"):
+        probe.soften(model, 0.0)
+
+
+def test_mini_batches_and_a_softened_start_change_the_run_and_its_name(artifacts, tmp_path) -> None:
+    assert probe.main(_args(artifacts, tmp_path / "plain")) == 0
+    assert probe.main(_args(artifacts, tmp_path / "mb", mini_batches=2, start_temperature=1.5)) == 0
+    plain = json.loads(next((tmp_path / "plain").glob("*.json")).read_text())
+    (path,) = (tmp_path / "mb").glob("*.json")
+    assert path.name.endswith("_mb2_T1.5.json") and "_mb" not in next((tmp_path / "plain").glob("*.json")).name
+    changed = json.loads(path.read_text())
+    # the softened policy starts elsewhere (same tasks drawn: selection depends on the seed only)
+    assert changed["seeds"]["0"]["accuracy"]["0"] != plain["seeds"]["0"]["accuracy"]["0"]
+    assert [s["tasks"] for s in changed["seeds"]["0"]["steps"]] == [s["tasks"] for s in plain["seeds"]["0"]["steps"]]
+    assert "| 2 | 1.5 |" in probe.report(tmp_path / "mb")
+    with pytest.raises(SystemExit):
+        probe.main(_args(artifacts, tmp_path / "bad", mini_batches=3))
+
+
+def test_fixed_tasks_train_the_same_tasks_and_report_their_gain(artifacts, tmp_path) -> None:
+    assert probe.main(_args(artifacts, tmp_path / "fixed", fixed_tasks=True)) == 0
+    (path,) = (tmp_path / "fixed").glob("*_fixed.json")
+    record = json.loads(path.read_text())
+    for result in record["seeds"].values():
+        assert {tuple(s["tasks"]) for s in result["steps"]} == {tuple(record["seeds"]["0"]["steps"][0]["tasks"])}
+        assert set(result["trained_accuracy"]) == {"0", "1", "2"}
+    row = probe.report(tmp_path / "fixed").splitlines()[2]
+    assert row.count("[") == 3  # held-out, pool and trained-task gains, each with its interval

@@ -65,7 +65,8 @@ def test_a_foreign_directory_is_never_overwritten(tmp_path) -> None:
 
 
 def test_bad_specs_are_rejected() -> None:
-    for kw in ({"steps": 0}, {"lr": 0.0}, {"lr": float("nan")}, {"batch_size": 0}, {"mixture": {"div1x1": 1.0}}):
+    bad = ({"steps": 0}, {"lr": 0.0}, {"lr": float("nan")}, {"batch_size": 0}, {"mixture": {"div1x1": 1.0}})
+    for kw in (*bad, {"slip": -0.1}, {"slip": 1.0}):
         with pytest.raises(ValueError):
             _replace(SPEC, **kw)
 
@@ -121,3 +122,32 @@ def test_build_model_is_seeded() -> None:
     assert not torch.equal(a.model.embed_tokens.weight, c.model.embed_tokens.weight)
     assert a.config.vocab_size == len(VOCAB) and a.generation_config.eos_token_id == VOCAB["</s>"]
     assert Cell.from_name("add1x1") in SPEC.cell_weights
+
+
+def test_a_slipping_warmup_learns_the_stray_token_and_keeps_old_specs_equal(warmed, tmp_path) -> None:
+    import random
+
+    from bots_verl.toy.warmup import _with_slips
+
+    # no slip: the data and the stored spec are what they were before the field existed
+    problems = [Problem(1, 2, "+"), Problem(3, 4, "+")]
+    assert _with_slips(problems, 0.0, random.Random(0)) == problems
+    assert "slip" not in SPEC.to_dict() and _replace(SPEC, slip=0.5).to_dict()["slip"] == 0.5
+    slipped = _with_slips(problems * 500, 0.3, random.Random(0))
+    share = np.mean([p.answer.endswith("=") for p in slipped])
+    assert 0.25 < share < 0.35 and all(
+        p.answer.rstrip("=") == q.answer for p, q in zip(slipped, problems * 500, strict=True)
+    )
+
+    out = tmp_path / "slipping"
+    train_warmup(_replace(SPEC, slip=0.5), out, log_every=20)
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(out)).eval()
+    clean = AutoModelForCausalLM.from_pretrained(str(warmed[0])).eval()
+    ids, _ = encode("3+4", "7")
+    # the probability of "=" right after the answer: learnt by the slipping model only
+    with torch.no_grad():
+        p_slip = torch.softmax(model(torch.tensor([ids[:-1]])).logits[0, -1], -1)[VOCAB["="]]
+        p_clean = torch.softmax(clean(torch.tensor([ids[:-1]])).logits[0, -1], -1)[VOCAB["="]]
+    assert p_slip > 0.2 and p_clean < 0.05
