@@ -135,7 +135,11 @@ PROFILES: dict[str, Profile] = {
         pool_per_cell={1: 80, 2: 80, 3: 48, 4: 32},
         heldout_cells=_HELDOUT_CELLS,
         heldout_size=600,
-        policy=WarmupSpec(model=_POLICY_MODEL, mixture=_EASY_SKEW, steps=1000, batch_size=128, lr=2e-3),
+        # half of the policy's warm-up responses open with a stray "=" (WarmupSpec.slip): a policy that knows more
+        # than it delivers, so GRPO has a behaviour to learn that transfers across tasks. Without it this policy's
+        # GRPO memorised the batch's tasks and moved held-out accuracy by +0.01-0.02 at best (calibration.md,
+        # "Why Random did not learn"); the references stay clean, as other models would be.
+        policy=WarmupSpec(model=_POLICY_MODEL, mixture=_EASY_SKEW, steps=1000, batch_size=128, lr=2e-3, slip=0.5),
         weak=WarmupSpec(model=_POLICY_MODEL, mixture=_WEAK_SKEW, steps=1000, batch_size=128, lr=2e-3),
         strong=WarmupSpec(model=_POLICY_MODEL, mixture=_STRONG_SKEW, steps=2000, batch_size=128, lr=2e-3),
     ),
@@ -452,11 +456,15 @@ def _stage_calibration(out: Path, policy_names: list[str], stage: _Stage) -> dic
 
     from bots_verl.toy.calibrate import heldout_summary, per_cell, pool_summary
     from bots_verl.toy.tasks import parse_prompt
+    from bots_verl.toy.warmup import read_result
     from reference_eval.merge import atomic_write_table
     from reference_eval.stats import compute_stats
 
+    # the calibration is of these exact models: a re-warmed model (another spec) makes it stale
+    names = policy_names + ["weak", "strong"]
+    specs = {name: (read_result(out / "models" / name) or {}).get("spec") for name in names}
     cached = _read_json(out / "calibration.json")
-    if cached is not None and cached.get("models") == policy_names + ["weak", "strong"]:
+    if cached is not None and cached.get("models") == names and cached.get("specs") == specs:
         logger.info("calibration: already done")
         stage.skipped = True
         return cached
@@ -469,7 +477,7 @@ def _stage_calibration(out: Path, policy_names: list[str], stage: _Stage) -> dic
         WEAK_COLUMN: train.column(WEAK_COLUMN).to_numpy(),
         STRONG_COLUMN: train.column(STRONG_COLUMN).to_numpy(),
     }
-    summary: dict[str, Any] = {"models": policy_names + ["weak", "strong"], "pool": {}, "heldout": {}}
+    summary: dict[str, Any] = {"models": names, "specs": specs, "pool": {}, "heldout": {}}
     for name in policy_names + ["weak", "strong"]:
         p_pool, _ = _exact(out / "models" / name, pool)
         p_held, g_held = _exact(out / "models" / name, heldout)

@@ -52,10 +52,11 @@ class WarmupSpec:
         init_seed: fixes the initial weights.
         data_seed: fixes the warm-up data and its order.
         threads: torch intra-op threads (part of the spec because it changes the float summation order).
-        slip: share of warm-up responses that end with a stray ``=`` before ``</s>`` (``46=</s>``), a format slip
-            the scorer rejects. A policy warmed up with slips knows answers it often fails to deliver, the regime
-            of an LLM whose pass@1 is far below its pass@k: GRPO can learn one behaviour that transfers to every
-            task, which the toy's memorised arithmetic alone does not offer (``recipes/toy/results/calibration.md``).
+        slip: share of warm-up responses that open with a stray ``=`` (``=46</s>``), a format slip the scorer
+            rejects; the answer follows it, so the policy learns the arithmetic in both branches. Such a policy
+            knows answers it often fails to deliver, the regime of an LLM whose pass@1 is far below its pass@k:
+            GRPO can learn one behaviour that transfers to every task, which the toy's memorised arithmetic alone
+            does not offer (``recipes/toy/results/calibration.md``).
     """
 
     model: ModelSpec
@@ -167,10 +168,10 @@ class _Response(NamedTuple):
 
 
 def _with_slips(problems: list[Problem], share: float, rng: random.Random) -> list[Problem | _Response]:
-    """``problems`` with a stray ``=`` after the answer in about ``share`` of them (none when ``share`` is 0)."""
+    """``problems`` with a stray ``=`` before the answer in about ``share`` of them (none when ``share`` is 0)."""
     if not share:
         return list(problems)
-    return [_Response(p.prompt, p.answer + "=") if rng.random() < share else p for p in problems]
+    return [_Response(p.prompt, "=" + p.answer) if rng.random() < share else p for p in problems]
 
 
 def _train(spec: WarmupSpec, out: Path, exclude: Iterable[str], log_every: int) -> dict[str, Any]:

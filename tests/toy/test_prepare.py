@@ -142,10 +142,32 @@ def test_quick_profile_is_the_full_pool_scaled_down_and_full_is_untouched() -> N
     }
     assert sum(quick.pool_counts().values()) == 735
     assert full.pool_per_cell == {1: 80, 2: 80, 3: 48, 4: 32} and full.heldout_size == 600
-    assert [(s.steps, s.batch_size, s.lr) for s in (full.policy, full.weak, full.strong)] == [
-        (1000, 128, 2e-3),
-        (1000, 128, 2e-3),
-        (2000, 128, 2e-3),
+    assert [(s.steps, s.batch_size, s.lr, s.slip) for s in (full.policy, full.weak, full.strong)] == [
+        (1000, 128, 2e-3, 0.5),
+        (1000, 128, 2e-3, 0.0),
+        (2000, 128, 2e-3, 0.0),
     ]
     # the quick warm-ups: the policy well past the old 150 steps, and the strong reference trained longest
     assert quick.policy.steps > 150 and quick.strong.steps > quick.weak.steps
+
+
+def test_a_rewarmed_policy_is_calibrated_again(built, tmp_path) -> None:
+    """The calibration belongs to the exact warm-ups: a policy of another spec is measured again, never reused."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(built, copy)
+    calib = json.loads((copy / "calibration.json").read_text())
+    assert calib["specs"]["policy"] == json.loads((copy / "models" / "policy" / "warmup.json").read_text())["spec"]
+    mtime = (copy / "calibration.json").stat().st_mtime_ns
+    prepare(copy, seed=3, profile="ci", jobs=1)
+    assert (copy / "calibration.json").stat().st_mtime_ns == mtime  # the same models: reused
+    # what a re-warmed policy looks like to the calibration stage: its recorded spec differs
+    calib["specs"]["policy"] = {**calib["specs"]["policy"], "slip": 0.5}
+    (copy / "calibration.json").write_text(json.dumps(calib))
+    prepare(copy, seed=3, profile="ci", jobs=1)
+    # measured again: the file holds the real specs again
+    assert (
+        json.loads((copy / "calibration.json").read_text())["specs"]
+        == json.loads((built / "calibration.json").read_text())["specs"]
+    )

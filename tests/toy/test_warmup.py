@@ -134,10 +134,9 @@ def test_a_slipping_warmup_learns_the_stray_token_and_keeps_old_specs_equal(warm
     assert _with_slips(problems, 0.0, random.Random(0)) == problems
     assert "slip" not in SPEC.to_dict() and _replace(SPEC, slip=0.5).to_dict()["slip"] == 0.5
     slipped = _with_slips(problems * 500, 0.3, random.Random(0))
-    share = np.mean([p.answer.endswith("=") for p in slipped])
-    assert 0.25 < share < 0.35 and all(
-        p.answer.rstrip("=") == q.answer for p, q in zip(slipped, problems * 500, strict=True)
-    )
+    share = np.mean([p.answer.startswith("=") for p in slipped])
+    assert 0.25 < share < 0.35
+    assert all(p.answer.lstrip("=") == q.answer for p, q in zip(slipped, problems * 500, strict=True))
 
     out = tmp_path / "slipping"
     train_warmup(_replace(SPEC, slip=0.5), out, log_every=20)
@@ -145,9 +144,9 @@ def test_a_slipping_warmup_learns_the_stray_token_and_keeps_old_specs_equal(warm
 
     model = AutoModelForCausalLM.from_pretrained(str(out)).eval()
     clean = AutoModelForCausalLM.from_pretrained(str(warmed[0])).eval()
-    ids, _ = encode("3+4", "7")
-    # the probability of "=" right after the answer: learnt by the slipping model only
+    ids, _ = encode("3+4")
+    # the probability that the response opens with "=": learnt by the slipping model only
     with torch.no_grad():
-        p_slip = torch.softmax(model(torch.tensor([ids[:-1]])).logits[0, -1], -1)[VOCAB["="]]
-        p_clean = torch.softmax(clean(torch.tensor([ids[:-1]])).logits[0, -1], -1)[VOCAB["="]]
+        p_slip = torch.softmax(model(torch.tensor([ids])).logits[0, -1], -1)[VOCAB["="]]
+        p_clean = torch.softmax(clean(torch.tensor([ids])).logits[0, -1], -1)[VOCAB["="]]
     assert p_slip > 0.2 and p_clean < 0.05
