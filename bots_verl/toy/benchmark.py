@@ -107,7 +107,7 @@ BEYOND_SELECTORS = ("random", "dapo_ds", "greso_ds", "bots", "bots_warm", "bots_
 HEADLINE_SELECTORS = ("random", "bots", "implicit_only")
 HEADLINE_SEEDS = tuple(range(8))
 
-# lr 1e-4 with a 10-step warm-up: on the slipping policy plain-GRPO probes of Random gained +0.059 held-out in 60
+# lr 1e-4 with a 10-step warm-up: on the slipping policy plain-GRPO probes of Random gained +0.063 held-out in 60
 # steps (+0.055 at 5e-5, less at 2e-4 and above); recipes/toy/results/calibration.md, "Testbed v2"
 _LEARNING = {"lr": 1e-4, "warmup_steps": 10}
 
