@@ -477,6 +477,30 @@ def _curves(records: Sequence[dict[str, Any]], selectors: Sequence[str], key: st
     return "\n".join(lines)
 
 
+def _gains_by_seed(records: Sequence[dict[str, Any]], selectors: Sequence[str]) -> str:
+    """Each run's held-out accuracy at step 0 and at its last evaluation, one row per seed (markdown), and the mean
+    gain per selector with its 95% t-interval over seeds."""
+    from bots_verl.core.metrics import interval
+
+    by_run = {(r["selector"], r["seed"]): r for r in records}
+    lines = ["| seed | " + " | ".join(selectors) + " |", "|---|" + "---|" * len(selectors)]
+    gains: dict[str, list[float]] = {sel: [] for sel in selectors}
+    for seed in sorted({r["seed"] for r in records}):
+        cells = []
+        for sel in selectors:
+            run = by_run.get((sel, seed))
+            if run is None:
+                cells.append("")
+                continue
+            start, last = run["accuracy"]["0"], run["accuracy"][str(max(int(s) for s in run["accuracy"]))]
+            gains[sel].append(last - start)
+            cells.append(f"{start:.4f} → {last:.4f} ({last - start:+.3f})")
+        lines.append(f"| {seed} | " + " | ".join(cells) + " |")
+    means = [f"{interval(gains[sel]).format(3)} (n={len(gains[sel])})" if gains[sel] else "" for sel in selectors]
+    lines.append("| mean gain [95% t] | " + " | ".join(means) + " |")
+    return "\n".join(lines)
+
+
 def run_benchmark(
     profile: BenchmarkProfile,
     root: Path,
@@ -612,6 +636,7 @@ def _summary_markdown(summary: dict[str, Any], tables: dict[str, str], manifest:
                 + tables["main"].strip(),
                 "## Held-out accuracy by step (mean [95% interval] over seeds)\n\n"
                 + _curves(summary["runs"], selectors),
+                "## Held-out accuracy by seed, step 0 → last step\n\n" + _gains_by_seed(summary["runs"], selectors),
                 "## Training-pool accuracy (`" + POOL_METRIC + "`)\n\n" + tables["pool"].strip(),
                 "Training-pool accuracy by step:\n\n" + _curves(summary["runs"], selectors, "pool_accuracy"),
                 *([tables["paired"].strip()] if "paired" in tables else []),

@@ -478,7 +478,7 @@ def _stage_calibration(out: Path, policy_names: list[str], stage: _Stage) -> dic
         STRONG_COLUMN: train.column(STRONG_COLUMN).to_numpy(),
     }
     summary: dict[str, Any] = {"models": names, "specs": specs, "pool": {}, "heldout": {}}
-    for name in policy_names + ["weak", "strong"]:
+    for name in names:
         p_pool, _ = _exact(out / "models" / name, pool)
         p_held, g_held = _exact(out / "models" / name, heldout)
         columns[f"{name}_exact_pass_rate"] = p_pool

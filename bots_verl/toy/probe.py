@@ -60,11 +60,11 @@ def probe_name(args: argparse.Namespace) -> str:
         f"_clip{args.grad_clip:g}_s{args.steps}"
     )
     # settings added later are named only when not at their defaults, so older probes keep their files
-    if getattr(args, "mini_batches", 1) != 1:
+    if args.mini_batches != 1:
         name += f"_mb{args.mini_batches}"
-    if getattr(args, "start_temperature", 1.0) != 1.0:
+    if args.start_temperature != 1.0:
         name += f"_T{args.start_temperature:g}"
-    if getattr(args, "fixed_tasks", False):
+    if args.fixed_tasks:
         name += "_fixed"
     return name
 
@@ -95,7 +95,7 @@ def run_seed(args: argparse.Namespace, seed: int, model_dir: Path, pool: list, h
 
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32, attn_implementation="eager")
-    soften(model, getattr(args, "start_temperature", 1.0))
+    soften(model, args.start_temperature)
     # verl's actor optimizer as verl builds it (torch.optim.<optim.optimizer> with lr, weight decay 0.01 and, for Adam,
     # its default betas), and its constant schedule with a linear warm-up (whose first step has learning rate 0)
     if args.optimizer == "AdamW":
@@ -108,12 +108,13 @@ def run_seed(args: argparse.Namespace, seed: int, model_dir: Path, pool: list, h
     pool_rates = np.asarray(answer_stats(model, pool)[0])
     pool_curve = {0: float(pool_rates.mean())}
     fixed = None
-    if getattr(args, "fixed_tasks", False):
+    if args.fixed_tasks:
         # the interference check: the same tasks every step, those the policy solves about 30% of the time (a
         # stable sort, so every seed trains the same tasks and differs only in its samples)
         fixed = np.argsort(np.abs(pool_rates - FIXED_TASK_RATE), kind="stable")[: args.prompts]
         trained_curve = {0: float(pool_rates[fixed].mean())}
     steps = []
+    group_ids = [i // args.n for i in range(args.prompts * args.n)]
     for step in range(1, args.steps + 1):
         picked = fixed if fixed is not None else rng.choice(len(pool), size=args.prompts, replace=False)
         prompts, targets, requests = [], [], []
@@ -149,7 +150,7 @@ def run_seed(args: argparse.Namespace, seed: int, model_dir: Path, pool: list, h
                 responses[rows],
                 masks[rows],
                 torch.tensor(scores[rows]),
-                [i // args.n for i in range(len(responses))][rows],
+                group_ids[rows],
                 old_log_probs=old[rows, : max(len(r) for r in responses[rows])],
                 loss_agg_mode=args.loss_agg_mode,
                 grad_clip=args.grad_clip,

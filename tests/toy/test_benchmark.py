@@ -61,6 +61,12 @@ def test_tables_figures_and_summary(bench) -> None:
     assert (root / "figures" / "toy_accuracy.png").stat().st_size > 0
     summary = (root / "summary.md").read_text()
     assert "Main table" in summary and "Starting point" in summary and "step 0" in summary
+    # one row per seed with each run's start, end and gain, as the README's per-seed table
+    records = json.loads((root / "summary.json").read_text())["runs"]
+    by_seed = summary.split("## Held-out accuracy by seed, step 0 → last step\n\n")[1].split("\n\n")[0].splitlines()
+    for run in records:
+        start, end = run["accuracy"]["0"], run["accuracy"][str(PROFILES["ci"].steps)]
+        assert f"{start:.4f} → {end:.4f} ({end - start:+.3f})" in by_seed[2]
     # paired statistics: with the run logs present, the log-based ones (ETR, rollouts, wall-clock) have values
     assert "Paired against random" in summary and (root / "figures" / "toy_paired.png").stat().st_size > 0
     stats = json.loads((root / "paired.json").read_text())["comparisons"]["bots"]["statistics"]
