@@ -64,7 +64,7 @@ test: install-test lint typecheck system-deps
 smoke: install-test
 	$(PY) -m bots_verl.verl_cpu.smoke
 
-# The toy benchmark headline (real GRPO in verl on CPU: random, bots, implicit_only x 8 seeds x 60 steps; resumable;
+# The toy benchmark headline (real GRPO in verl on CPU: random, bots, implicit_only x 8 seeds x 90 steps; resumable;
 # runs/toy/summary.md). Every selector on the same seeds: python -m bots_verl.toy.benchmark --profile full
 toy: install-test
 	$(PY) -m bots_verl.toy.benchmark --profile headline

@@ -97,7 +97,9 @@ def test_full_and_beyond_profiles_compose(bench) -> None:
         assert ("algorithm.filter_groups.enable=true" in args) == arm.endswith("_ds")
         assert (f"bots.run_log.method={arm}" in args) == (arm in VARIANTS)
         steps = PROFILES["beyond"].steps_of(arm)
-        assert f"trainer.total_training_steps={steps}" in args and steps == (30 if arm.endswith("_ds") else 60)
+        horizon = PROFILES["headline"].steps
+        assert f"trainer.total_training_steps={steps}" in args
+        assert steps == (horizon // 2 if arm.endswith("_ds") else horizon)
         proc = subprocess.run(
             [sys.executable, "-m", "bots_verl.main", *args, "bots.dry_run=true", "hydra.output_subdir=null"],
             capture_output=True,
@@ -194,3 +196,30 @@ def test_summarize_finished_analyses_only_finished_runs(bench, tmp_path) -> None
     shutil.copy(root / "runs" / "bots_s0" / "done.json", copy / "runs" / "bots_s0" / "done.json")
     full = summarize_finished(PROFILES["ci"], copy)
     assert full["finished_runs"] == 2 and "bots" in full["paired"]["comparisons"]
+
+
+def test_a_longer_horizon_extends_the_finished_runs(bench, tmp_path) -> None:
+    """A profile with more steps trains the finished runs on from their final checkpoint: the evaluated steps stay,
+    the new ones are evaluated, and the shorter run's record stays beside the new one; a shorter profile is refused."""
+    import dataclasses
+    import shutil
+
+    root, summary = bench
+    copy = tmp_path / "bench"
+    shutil.copytree(root, copy, symlinks=True)
+    short = PROFILES["ci"]
+    longer = dataclasses.replace(short, steps=short.steps + 1)
+    extended = run_benchmark(longer, copy, prepare_jobs=1, timeout=900)
+    before = {r["selector"]: r for r in summary["runs"]}
+    for record in extended["runs"]:
+        run_dir = copy / "runs" / f"{record['selector']}_s0"
+        assert (record["steps"], record["resumed_from"]) == (longer.steps, short.steps)
+        old = before[record["selector"]]["accuracy"]
+        assert {k: record["accuracy"][k] for k in old} == old
+        assert sorted(int(s) for s in record["accuracy"]) == [*map(int, old), longer.steps]
+        assert json.loads((run_dir / f"done_{short.steps}.json").read_text()) == before[record["selector"]]
+        rollouts = {s: d["bots/rollouts"] for s, d in runlog.iter_metrics(run_dir / "run") if "bots/rollouts" in d}
+        assert sorted(rollouts) == list(range(1, longer.steps + 1))
+        assert sorted(p.name for p in (run_dir / "ckpt").glob("global_step_*")) == [f"global_step_{longer.steps}"]
+    with pytest.raises(ValueError, match="cannot be shortened"):
+        run_benchmark(short, copy, prepare_jobs=1, timeout=900)

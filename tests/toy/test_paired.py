@@ -1,5 +1,5 @@
 """Paired statistics (``analysis.paired``) on synthetic benchmark records with known answers, and on the committed
-toy results (``recipes/toy/results/summary.json``: 3 seeds, 24 steps, no run logs)."""
+toy results (``recipes/toy/results/summary.json``, the headline: 8 seeds, no run logs)."""
 
 from __future__ import annotations
 
