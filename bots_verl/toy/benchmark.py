@@ -279,9 +279,10 @@ def _train_one(
     run_dir = run_dir_of(root, selector, seed)
     steps_wanted = profile.steps_of(selector)
     done_file = run_dir / "done.json"
-    if is_finished(run_dir, steps_wanted):
+    done = finished_record(run_dir, steps_wanted)
+    if done is not None:
         logger.info("%s: finished earlier, skipped", run_dir.name)
-        return json.loads(done_file.read_text())
+        return done
     if done_file.is_file():
         # a longer horizon than the finished run's: it trains on from its final checkpoint (an exact resume); the
         # shorter run's record stays beside it as done_<steps>.json
@@ -366,10 +367,10 @@ def run_dir_of(root: Path, arm: str, seed: int) -> Path:
     return root / "runs" / f"{arm}_s{seed}"
 
 
-def is_finished(run_dir: Path, steps: int) -> bool:
-    """Whether ``run_dir`` holds a finished run of ``steps`` steps (its ``done.json``).
+def finished_record(run_dir: Path, steps: int) -> dict[str, Any] | None:
+    """The ``done.json`` record of the run in ``run_dir`` if it finished at ``steps`` steps, else None.
 
-    A run finished at fewer steps is not: a benchmark with a longer horizon extends it.
+    A run finished at fewer steps has no record here: a benchmark with a longer horizon extends it.
 
     Raises:
         ValueError: the run finished at more steps than ``steps`` (a checkpoint cannot be shortened: use another
@@ -377,14 +378,14 @@ def is_finished(run_dir: Path, steps: int) -> bool:
     """
     done_file = run_dir / "done.json"
     if not done_file.is_file():
-        return False
-    done = json.loads(done_file.read_text())["steps"]
-    if done > steps:
+        return None
+    record = json.loads(done_file.read_text())
+    if record["steps"] > steps:
         raise ValueError(
-            f"{run_dir.name} finished at step {done}, the profile asks for {steps}: a run cannot be shortened; "
-            "give this profile another --out"
+            f"{run_dir.name} finished at step {record['steps']}, the profile asks for {steps}: a run cannot be "
+            "shortened; give this profile another --out"
         )
-    return done == steps
+    return record if record["steps"] == steps else None
 
 
 @contextmanager
@@ -574,7 +575,7 @@ def run_benchmark(
     plan = [(sel, seed) for seed in profile.seeds for sel in profile.selectors]
     train_start = time.monotonic()
     _STOP.clear()
-    pending = [(s, seed) for s, seed in plan if not is_finished(run_dir_of(root, s, seed), profile.steps_of(s))]
+    pending = [(s, seed) for s, seed in plan if finished_record(run_dir_of(root, s, seed), profile.steps_of(s)) is None]
     jobs = max(1, profile.jobs)
     with ExitStack() as stack:
         clusters: queue.Queue | None = None
@@ -621,12 +622,15 @@ def summarize_finished(profile: BenchmarkProfile, root: Path) -> dict[str, Any]:
     """
     manifest = json.loads((root / "data" / "manifest.json").read_text())
     plan = [(sel, seed) for seed in profile.seeds for sel in profile.selectors]
-    finished = [
-        run_dir_of(root, s, seed) for s, seed in plan if is_finished(run_dir_of(root, s, seed), profile.steps_of(s))
-    ]
+    finished, records = [], []
+    for sel, seed in plan:
+        run_dir = run_dir_of(root, sel, seed)
+        record = finished_record(run_dir, profile.steps_of(sel))
+        if record is not None:
+            finished.append(run_dir)
+            records.append(record)
     if not finished:
         raise RuntimeError(f"no finished run of the {profile.name} profile in {root / 'runs'}")
-    records = [json.loads((d / "done.json").read_text()) for d in finished]
     tables = _analyse(root, finished)
     summary = {
         "profile": asdict(profile),
