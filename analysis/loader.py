@@ -90,6 +90,9 @@ class Run:
     extra: dict[str, Any]
     metrics: pd.DataFrame = field(repr=False)
     input_format: str = "runlog"
+    #: metric -> {step: value} of values that were logged but are not finite numbers (NaN, infinities, null, text),
+    #: at steps where no finite value of that metric was logged; ``metrics`` holds NaN there, like an unlogged step.
+    nonfinite: dict[str, dict[int, Any]] = field(default_factory=dict, repr=False)
 
     @property
     def label(self) -> str:
@@ -172,11 +175,16 @@ def accuracy_metric(run: Run, metric: str | None = None) -> tuple[str, pd.Series
             data sources, the curve is their unweighted mean at steps where every source was evaluated (the largest
             ``n`` per source), so a domain with two benchmarks is scored by their average, as the paper does.
 
+    Every logged value must be a finite number in [0, 1] (:func:`bots_verl.runlog.check_accuracy`, the same rule as
+    the toy benchmark's records in :mod:`analysis.paired`): 7.5, NaN or an infinity at an evaluated step is an error,
+    never used as given nor dropped. A step where the metric was not logged is a step without an evaluation.
+
     Raises:
-        LoadError: if the metric is missing, naming the run.
+        LoadError: if the metric is missing, or a logged value is not a finite number in [0, 1], naming the run, the
+            metric and the step.
     """
     if metric is not None:
-        return metric, run.column(metric)
+        return metric, _accuracy_column(run, metric)
     best_n: dict[str, tuple[int, str]] = {}
     for name in run.metrics.columns:
         match = ACC_PATTERN.match(name)
@@ -191,11 +199,35 @@ def accuracy_metric(run: Run, metric: str | None = None) -> tuple[str, pd.Series
         )
     names = sorted(name for _, name in best_n.values())
     if len(names) == 1:
-        return names[0], run.column(names[0])
+        return names[0], _accuracy_column(run, names[0])
+    for name in names:
+        _accuracy_column(run, name)
     frame = run.metrics[names].astype(np.float64).dropna(how="any")
     if frame.empty:
         raise LoadError(f"run {run.name()}: accuracy metrics {names} were never all logged at the same step")
     return "mean(" + ", ".join(names) + ")", frame.mean(axis=1)
+
+
+def _accuracy_column(run: Run, metric: str) -> pd.Series:
+    """:meth:`Run.column` of an accuracy metric, every logged value checked to be a finite number in [0, 1]."""
+    series = run.column(metric)
+    bad = run.nonfinite.get(metric)
+    if bad:
+        step = min(bad)
+        more = f" (and at {len(bad) - 1} more steps: {sorted(bad)[1:6]})" if len(bad) > 1 else ""
+        _check_accuracy(run, metric, step, bad[step], more)
+    outside = series[(series < 0.0) | (series > 1.0)]
+    if not outside.empty:
+        more = f" (and at {len(outside) - 1} more steps: {list(outside.index[1:6])})" if len(outside) > 1 else ""
+        _check_accuracy(run, metric, int(outside.index[0]), float(outside.iloc[0]), more)
+    return series
+
+
+def _check_accuracy(run: Run, metric: str, step: int, value: Any, more: str = "") -> None:
+    try:
+        runlog.check_accuracy(value, f"run {run.name()}: metric {metric!r} at step {step}")
+    except ValueError as exc:
+        raise LoadError(f"{exc}{more}") from None
 
 
 def parse_meta_args(items: Iterable[str] | None) -> dict[str, Any]:
@@ -231,19 +263,46 @@ def _read_sidecar(path: Path) -> dict[str, Any]:
     return meta
 
 
-def _frame(records: Iterable[tuple[int, Mapping[str, float]]]) -> pd.DataFrame:
-    """Merge ``(step, {metric: value})`` records into one row per step; later finite values win."""
-    rows = [{"step": int(step), **data} for step, data in records]
+def _finite(value: Any) -> bool:
+    """Whether a logged value is a finite number (a numeric string counts, as ``pd.to_numeric`` reads it)."""
+    if isinstance(value, bool):
+        return True
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _frame(records: Iterable[tuple[int, Mapping[str, Any]]]) -> tuple[pd.DataFrame, dict[str, dict[int, Any]]]:
+    """Merge ``(step, {metric: value})`` records into one row per step; later finite values win.
+
+    Returns:
+        The frame, and per metric the steps where it was logged only as something that is not a finite number
+        (:attr:`Run.nonfinite`): the frame cannot tell those from steps where the metric was not logged.
+    """
+    rows = []
+    bad: dict[str, dict[int, Any]] = {}
+    good: set[tuple[str, int]] = set()
+    for step, data in records:
+        rows.append({"step": step, **data})
+        for key, value in data.items():
+            if _finite(value):
+                good.add((key, step))
+            else:
+                bad.setdefault(key, {})[step] = value
+    nonfinite = {
+        key: kept for key, steps in bad.items() if (kept := {s: v for s, v in steps.items() if (key, s) not in good})
+    }
     if not rows:
-        return pd.DataFrame(index=pd.Index([], name="step", dtype=np.int64))
+        return pd.DataFrame(index=pd.Index([], name="step", dtype=np.int64)), nonfinite
     frame = pd.DataFrame(rows)
     # verl logs training and validation metrics of one step in separate lines: groupby().last() keeps, per column,
     # the last non-null value of that step, which merges them.
     merged = frame.groupby("step", sort=True).last()
-    return merged.apply(pd.to_numeric, errors="coerce")
+    return merged.apply(pd.to_numeric, errors="coerce"), nonfinite
 
 
-def _read_tensorboard(directory: Path) -> pd.DataFrame:
+def _read_tensorboard(directory: Path) -> tuple[pd.DataFrame, dict[str, dict[int, Any]]]:
     from tensorboard.backend.event_processing import event_accumulator as ea
 
     records: list[tuple[int, dict[str, float]]] = []
@@ -264,18 +323,31 @@ def _read_tensorboard(directory: Path) -> pd.DataFrame:
     return _frame(records)
 
 
-def _read_wandb_csv(path: Path) -> pd.DataFrame:
+def _read_wandb_csv(path: Path) -> tuple[pd.DataFrame, dict[str, dict[int, Any]]]:
     raw = pd.read_csv(path)
     if "_step" not in raw.columns:
         raise LoadError(f"{path}: a wandb CSV export needs a '_step' column (found {list(raw.columns)[:8]}...)")
     raw = raw.dropna(subset=["_step"])
     # wandb's own bookkeeping columns (_runtime, _timestamp, ...) are not metrics.
     metric_cols = [c for c in raw.columns if not str(c).startswith("_")]
-    data = raw[metric_cols].apply(pd.to_numeric, errors="coerce")
-    return _frame((int(step), row.to_dict()) for step, (_, row) in zip(raw["_step"], data.iterrows(), strict=True))
+    records = []
+    for line, (step, row) in enumerate(zip(raw["_step"], raw[metric_cols].to_dict("records"), strict=True)):
+        try:
+            step = runlog.parse_int(step, "_step")
+        except ValueError as exc:
+            raise LoadError(f"{path}: data row {line + 1}: {exc}") from None
+        # an empty (or NaN) cell is a metric not logged at that step, as wandb exports them
+        records.append((step, {k: v for k, v in row.items() if not (isinstance(v, float) and math.isnan(v))}))
+    return _frame(records)
 
 
-def _build(path: Path, meta: dict[str, Any], metrics: pd.DataFrame, input_format: str) -> Run:
+def _build(
+    path: Path,
+    meta: dict[str, Any],
+    read: tuple[pd.DataFrame, dict[str, dict[int, Any]]],
+    input_format: str,
+) -> Run:
+    metrics, nonfinite = read
     missing = [k for k in REQUIRED_META if meta.get(k) is None]
     if missing:
         raise LoadError(
@@ -287,6 +359,11 @@ def _build(path: Path, meta: dict[str, Any], metrics: pd.DataFrame, input_format
     if total is None:
         total = int(metrics.index.max())
         logger.warning("run %s: total_steps not in metadata; using the last logged step %d", path, total)
+    try:
+        seed = runlog.parse_int(meta["seed"], f"run {path}: metadata 'seed'")
+        total = runlog.parse_int(total, f"run {path}: metadata 'total_steps'")
+    except ValueError as exc:
+        raise LoadError(str(exc)) from None
     return Run(
         path=path,
         run_id=str(meta.get("run_id") or path.name),
@@ -294,12 +371,13 @@ def _build(path: Path, meta: dict[str, Any], metrics: pd.DataFrame, input_format
         domain=str(meta["domain"]),
         model=str(meta.get("model") or ""),
         method=str(meta["method"]),
-        seed=int(meta["seed"]),
+        seed=seed,
         hparams=dict(meta.get("hparams") or {}),
-        total_steps=int(total),
+        total_steps=total,
         extra=dict(meta.get("extra") or {}),
         metrics=metrics,
         input_format=input_format,
+        nonfinite=nonfinite,
     )
 
 

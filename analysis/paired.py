@@ -177,8 +177,22 @@ class RunRecord:
     log: Run | None = None
 
 
-def _curve(points: Mapping[Any, Any]) -> Curve:
-    pairs = sorted((int(k), float(v)) for k, v in points.items() if v is not None)
+def _curve(points: Any, where: str) -> Curve:
+    """A record's ``{step: accuracy}`` as a curve; every step an integer, every value a finite number in [0, 1].
+
+    The same rule as the run logs' accuracies (:func:`analysis.loader.accuracy_metric`): a value that is not a
+    finite number in [0, 1] (null, NaN, 7.5) is an error naming the record, the curve and the step.
+    """
+    if not isinstance(points, Mapping):
+        raise LoadError(f"{where}: not an object of step -> accuracy (a {type(points).__name__})")
+    pairs = []
+    try:
+        for key, value in points.items():
+            step = runlog.parse_int(key, f"{where}: step key")
+            pairs.append((step, runlog.check_accuracy(value, f"{where} at step {step}")))
+    except ValueError as exc:
+        raise LoadError(str(exc)) from None
+    pairs.sort()
     return Curve(np.array([p[0] for p in pairs], np.float64), np.array([p[1] for p in pairs], np.float64))
 
 
@@ -193,7 +207,7 @@ def _load_log(path: Path, selector: str, seed: int) -> Run | None:
 
 
 def records_from_summary(
-    summary: Mapping[str, Any], runs_dir: Path | None = None, key: str = "accuracy"
+    summary: Mapping[str, Any], runs_dir: Path | None = None, key: str = "accuracy", source: str = "summary"
 ) -> list[RunRecord]:
     """The runs of a toy benchmark summary (``summary.json``), with their run logs when ``runs_dir`` holds them.
 
@@ -201,18 +215,36 @@ def records_from_summary(
         summary: the summary (its ``runs`` records: ``selector``, ``seed``, ``steps``, ``accuracy``).
         runs_dir: the benchmark's ``runs/`` directory; each run's log is ``<selector>_s<seed>/run``.
         key: the record's curve to compare (``accuracy``: held-out; ``pool_accuracy``: training pool).
+        source: where the summary was read, for messages.
 
     Raises:
-        LoadError: a record without the curve, or a run log of another seed.
+        LoadError: a record without the curve, a seed, step or budget that is not an integer, an accuracy that is not
+            a finite number in [0, 1] (naming the record and the step), or a run log of another seed.
     """
-    budget = summary.get("profile", {}).get("steps")
+    try:
+        if not isinstance(summary, Mapping) or not isinstance(summary.get("runs"), list):
+            raise ValueError("it holds no list of 'runs'")
+        profile = summary.get("profile") or {}
+        budget = profile.get("steps") if isinstance(profile, Mapping) else None
+        if budget is not None:
+            budget = runlog.parse_int(budget, "profile.steps")
+    except ValueError as exc:
+        raise LoadError(f"{source}: not a toy benchmark summary: {exc}") from None
     out = []
-    for rec in summary["runs"]:
-        selector, seed = str(rec["selector"]), int(rec["seed"])
+    for index, rec in enumerate(summary["runs"]):
+        try:
+            if not isinstance(rec, Mapping):
+                raise ValueError(f"not an object: {rec!r:.80}")
+            selector = str(rec["selector"])
+            seed = runlog.parse_int(rec["seed"], "seed")
+            steps = rec.get("steps")
+            steps = runlog.parse_int(steps, "steps") if steps is not None else None
+        except (KeyError, ValueError) as exc:
+            raise LoadError(f"{source}: run record {index}: {exc}") from None
         if not rec.get(key):
-            raise LoadError(f"benchmark record {selector} seed {seed} has no {key!r} curve")
-        curve = _curve(rec[key])
-        total = int(rec.get("steps") or budget or curve.steps[-1])
+            raise LoadError(f"{source}: benchmark record {selector} seed {seed} has no {key!r} curve")
+        curve = _curve(rec[key], f"{source}: benchmark record {selector} seed {seed}: {key!r}")
+        total = steps or budget or int(curve.steps[-1])
         log = _load_log(runs_dir / f"{selector}_s{seed}" / "run", selector, seed) if runs_dir else None
         out.append(RunRecord(selector, seed, total, curve, log))
     return out
@@ -230,9 +262,12 @@ def load_benchmark(path: str | Path, key: str = "accuracy") -> list[RunRecord]:
     summary_file = path / "summary.json" if path.is_dir() else path
     if not summary_file.is_file():
         raise LoadError(f"{path}: no toy benchmark summary.json there")
-    summary = json.loads(summary_file.read_text())
+    try:
+        summary = json.loads(summary_file.read_text())
+    except (OSError, UnicodeDecodeError, RecursionError, json.JSONDecodeError) as exc:
+        raise LoadError(f"{summary_file}: cannot read it ({exc})") from exc
     runs_dir = summary_file.parent / "runs"
-    records = records_from_summary(summary, runs_dir if runs_dir.is_dir() else None, key)
+    records = records_from_summary(summary, runs_dir if runs_dir.is_dir() else None, key, str(summary_file))
     logger.info(
         "%d runs from %s, %d with run logs", len(records), summary_file, sum(r.log is not None for r in records)
     )

@@ -54,11 +54,13 @@ __all__ = [
     "VERSION",
     "MethodSpec",
     "RunWriter",
+    "check_accuracy",
     "iter_metrics",
     "logged_metrics_files",
     "method_display",
     "method_spec",
     "metrics_files",
+    "parse_int",
     "read_meta",
     "rotate_metrics",
     "write_meta",
@@ -69,6 +71,63 @@ VERSION = 1
 META_FILE = "meta.json"
 METRICS_FILE = "metrics.jsonl"
 META_KEYS = ("run_id", "source", "domain", "model", "method", "seed", "hparams", "total_steps", "extra")
+
+
+_INT_TEXT = re.compile(r"^[+-]?[0-9]+$")
+
+
+def parse_int(value: Any, what: str) -> int:
+    """A seed, step or count read from a file, as an ``int``, refusing anything that is not exactly an integer.
+
+    ``int()`` alone turns a seed of 0.7 into 0 and ``True`` into 1, and its message for ``"zero"`` names no file.
+    Accepted: an ``int`` (not a ``bool``), a float with an integral value (``3.0``, as some JSON writers emit), and a
+    string of decimal digits (JSON object keys are strings: ``"10"``).
+
+    Args:
+        value: the value read.
+        what: what it is and where it was read, for the message (``"/runs/x/meta.json: seed"``).
+
+    Raises:
+        ValueError: naming ``what`` and the value.
+    """
+    if isinstance(value, bool):
+        pass
+    elif isinstance(value, int):
+        return value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    elif isinstance(value, str) and _INT_TEXT.match(value.strip()):
+        return int(value)
+    elif hasattr(value, "dtype") and hasattr(value, "item"):  # numpy integer scalars
+        return parse_int(value.item(), what)
+    raise ValueError(f"{what} must be an integer, got {value!r}")
+
+
+def check_accuracy(value: Any, what: str) -> float:
+    """An accuracy read from a run log or a benchmark record, as a float; it must be a finite number in [0, 1].
+
+    The one rule for held-out accuracies everywhere they are read (``analysis.tables``, ``analysis.paired``,
+    ``analysis.figures``, the toy benchmark): a value that was logged at a step but is not a finite number in
+    [0, 1] (7.5, NaN, an infinity, null) is an error, never dropped or used as given. A step where no accuracy was
+    logged is simply a step without an evaluation.
+
+    Args:
+        value: the value read.
+        what: the run, the metric and the step, for the message.
+
+    Raises:
+        ValueError: naming ``what`` and the value.
+    """
+    try:
+        number = float(value) if not isinstance(value, bool) and value is not None else math.nan
+    except (TypeError, ValueError):
+        raise ValueError(f"{what}: accuracy {value!r} is not a number (an accuracy must be in [0, 1])") from None
+    if not math.isfinite(number):
+        logged = "null" if value is None else repr(value)
+        raise ValueError(f"{what}: accuracy is {logged}, not a finite number (an accuracy must be in [0, 1])")
+    if not 0.0 <= number <= 1.0:
+        raise ValueError(f"{what}: accuracy {number:g} is outside [0, 1]")
+    return number
 
 
 def _jsonable(value: Any) -> Any:
@@ -113,10 +172,15 @@ def read_meta(run_dir: str | os.PathLike) -> dict[str, Any]:
     path = Path(run_dir) / META_FILE
     if not path.is_file():
         raise ValueError(f"{run_dir}: no {META_FILE}")
-    meta = json.loads(path.read_text())
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, RecursionError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read it ({exc})") from exc
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path}: not a {FORMAT} file (it holds a {type(meta).__name__}, not an object)")
     if meta.get("format") != FORMAT:
         raise ValueError(f"{path}: not a {FORMAT} file (format={meta.get('format')!r})")
-    if int(meta.get("version", 0)) > VERSION:
+    if parse_int(meta.get("version", 0), f"{path}: version") > VERSION:
         raise ValueError(f"{path}: format version {meta['version']} is newer than this reader ({VERSION})")
     return meta
 
@@ -171,8 +235,10 @@ def iter_metrics(run_dir: str | os.PathLike) -> Iterator[tuple[int, dict[str, An
                     continue
                 try:
                     record = json.loads(line)
-                    step, data = int(record["step"]), record["data"]
-                except (ValueError, KeyError, TypeError) as exc:
+                    step, data = parse_int(record["step"], "step"), record["data"]
+                    if not isinstance(data, dict):
+                        raise TypeError(f"'data' is a {type(data).__name__}, not an object")
+                except (ValueError, KeyError, TypeError, RecursionError) as exc:
                     raise ValueError(f"{path}:{lineno}: malformed metrics line ({exc})") from exc
                 yield step, {k: (math.nan if v is None else v) for k, v in data.items()}
 

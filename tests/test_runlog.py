@@ -6,7 +6,16 @@ import math
 import numpy as np
 import pytest
 
-from bots_verl.runlog import RunWriter, iter_metrics, metrics_files, read_meta, rotate_metrics, write_meta
+from bots_verl.runlog import (
+    RunWriter,
+    check_accuracy,
+    iter_metrics,
+    metrics_files,
+    parse_int,
+    read_meta,
+    rotate_metrics,
+    write_meta,
+)
 
 
 def test_round_trip(tmp_path):
@@ -79,3 +88,15 @@ def test_method_labels():
         with pytest.raises(ValueError, match="sweep label"):
             method_spec(bad)
     assert method_display("bots_rhoX") == "bots_rhoX"
+
+
+def test_parse_int_and_check_accuracy_refuse_what_int_and_float_would_bend() -> None:
+    """Issue 34: ``int(0.7)`` is 0, ``int(True)`` is 1; an accuracy of 7.5 or NaN is not one."""
+    assert [parse_int(v, "x") for v in (3, 3.0, "3", " -2 ")] == [3, 3, 3, -2]
+    for bad in (0.7, True, "zero", "10.0", None, [1], math.inf):
+        with pytest.raises(ValueError, match=r"^f\.json: seed must be an integer, got "):
+            parse_int(bad, "f.json: seed")
+    assert check_accuracy(0, "a") == 0.0 and check_accuracy("0.5", "a") == 0.5
+    for bad, why in ((7.5, "outside"), (math.nan, "not a finite"), (None, "is null"), ("x", "not a number")):
+        with pytest.raises(ValueError, match=rf"^run r: metric m at step 3: accuracy .*{why}"):
+            check_accuracy(bad, "run r: metric m at step 3")

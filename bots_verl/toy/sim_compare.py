@@ -110,14 +110,23 @@ def load_measured(summary: str | Path) -> Measured | None:
         done = sorted(root.glob("runs/*/done.json"))
         if not done:
             return None
-        records = [json.loads(p.read_text()) for p in done]
+        records = []
+        for done_file in done:
+            try:
+                records.append(json.loads(done_file.read_text()))
+            except (OSError, UnicodeDecodeError, RecursionError, json.JSONDecodeError) as exc:
+                raise ValueError(f"{done_file}: not a readable run record ({exc})") from exc
         source = f"{root}/runs/*/done.json ({len(done)} finished runs; no summary.json yet)"
     runs = []
     for rec in records:
         try:
-            selector, seed = str(rec["selector"]), int(rec["seed"])
-            points = sorted((int(k), float(v)) for k, v in rec["accuracy"].items())
-        except (KeyError, TypeError, ValueError) as exc:
+            selector, seed = str(rec["selector"]), runlog.parse_int(rec["seed"], "seed")
+            # the one rule for accuracies (bots_verl.runlog.check_accuracy): a finite number in [0, 1] at every step
+            points = sorted(
+                (step := runlog.parse_int(k, "step key"), runlog.check_accuracy(v, f"accuracy at step {step}"))
+                for k, v in rec["accuracy"].items()
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"{source}: malformed run record {rec!r} ({exc})") from exc
         steps, acc = (np.asarray(x) for x in zip(*points, strict=True)) if points else (np.zeros(0), np.zeros(0))
         run_dir = root / "runs" / f"{selector}_s{seed}" / "run"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,52 @@ def test_cli_reports_errors_in_one_line(tmp_path: Path, capsys: pytest.CaptureFi
     assert tables.main(["--runs", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: domain math: no 'random' baseline runs") and err.count("\n") == 1
+
+
+# ---- issue 34: accuracies outside [0, 1] or not finite are errors naming the run, the metric and the step (one rule)
+ACC_NAME = "val-core/math500/acc/mean@4"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (7.5, r"accuracy 7\.5 is outside \[0, 1\]"),
+        (-0.25, r"accuracy -0\.25 is outside \[0, 1\]"),
+        (float("nan"), r"accuracy is nan, not a finite number"),  # RunWriter writes null, read back as NaN
+        (float("inf"), r"accuracy is nan, not a finite number"),
+    ],
+)
+def test_an_accuracy_outside_0_1_or_not_finite_names_run_metric_and_step(
+    tmp_path: Path, value: float, message: str
+) -> None:
+    _pair(tmp_path)
+    # Random's last evaluation (step 8): a NaN there used to be dropped silently, 7.5 used as given
+    write_run(tmp_path, "random", 0, (0.1, 0.2, 0.3, 0.4, value))
+    with pytest.raises(LoadError, match=rf"run math/random/seed0 \(.*\): metric '{ACC_NAME}' at step 8: {message}"):
+        tables.main_table(load_runs([tmp_path]))
+
+
+def test_a_literal_nan_accuracy_from_verl_is_an_error_and_the_cli_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """verl's file logger writes NaN as a bare ``NaN``: the same error, one line, exit 2."""
+    _pair(tmp_path)
+    metrics = tmp_path / "math/bots/seed1/metrics.jsonl"
+    good = metrics.read_text()
+    nan = json.dumps({"step": 7, "data": {ACC_NAME: float("nan")}}) + "\n"  # json writes NaN, as verl's logger
+    # a finite value of the same step logged too (a resumed run re-logs it) wins: not an error
+    metrics.write_text(good + nan + json.dumps({"step": 7, "data": {ACC_NAME: 0.65}}) + "\n")
+    assert tables.main(["--runs", str(tmp_path)]) == 0
+    capsys.readouterr()
+    metrics.write_text(good + nan)
+    assert tables.main(["--runs", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"run math/bots/seed1 ({tmp_path}/math/bots/seed1): metric '{ACC_NAME}' at step 7: accuracy is nan" in err
+
+
+def test_an_explicit_metric_is_checked_too(tmp_path: Path) -> None:
+    _pair(tmp_path, acc_metric="val/acc")
+    write_run(tmp_path, "random", 0, (0.1, 0.2, 30.0, 0.4, 0.5), acc_metric="val/acc")
+    with pytest.raises(LoadError, match=r"run math/random/seed0 .*: metric 'val/acc' at step 4: accuracy 30 is"):
+        tables.main_table(load_runs([tmp_path]), acc_metric="val/acc")

@@ -100,3 +100,35 @@ def test_a_rotated_run_without_a_current_metrics_file_is_found(tmp_path):
     runlog.rotate_metrics(run_dir)  # resumed, crashed before verl reopened metrics.jsonl
     assert find_run_paths(tmp_path / "runs") == [run_dir]
     assert load_run(run_dir).metrics.loc[1, "val-core/x/acc/mean@1"] == 0.5
+
+
+# ---- issue 34: seeds and steps are integers, or an error naming the file
+@pytest.mark.parametrize(
+    ("seed", "message"), [(0.7, "must be an integer, got 0.7"), ("zero", "must be an integer, got 'zero'")]
+)
+def test_a_seed_that_is_not_an_integer_names_the_file(tmp_path: Path, seed: object, message: str) -> None:
+    run_dir = write_run(tmp_path, "bots", 0, CURVES[("bots", 0)])
+    meta = json.loads((run_dir / "meta.json").read_text())
+    (run_dir / "meta.json").write_text(json.dumps({**meta, "seed": seed}))
+    with pytest.raises(LoadError, match=rf"run {run_dir}: metadata 'seed' {message}"):
+        loader.load_run(run_dir)
+    (run_dir / "meta.json").write_text(json.dumps({**meta, "seed": 3.0}))  # an integral float is that integer
+    assert loader.load_run(run_dir).seed == 3
+
+
+def test_a_step_that_is_not_an_integer_names_the_file_and_line(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path, "bots", 0, CURVES[("bots", 0)])
+    with (run_dir / "metrics.jsonl").open("a") as fh:
+        fh.write(json.dumps({"step": 9.5, "data": {ACC: 0.5}}) + "\n")
+    lines = len((run_dir / "metrics.jsonl").read_text().splitlines())
+    with pytest.raises(LoadError, match=rf"metrics.jsonl:{lines}: malformed metrics line \(step must be an integer"):
+        loader.load_run(run_dir)
+
+
+def test_a_csv_nan_cell_is_not_logged_but_inf_is_an_error(tmp_path: Path) -> None:
+    csv = tmp_path / "run.csv"
+    csv.write_text(f"_step,{ACC},x\n0,0.1,1\n1,,2\n2,NaN,3\n4,inf,4\n")
+    (tmp_path / "run.meta.json").write_text(json.dumps({"domain": "math", "method": "bots", "seed": 0}))
+    run = loader.load_run(csv)
+    with pytest.raises(LoadError, match=rf"metric '{ACC}' at step 4: accuracy is inf"):
+        loader.accuracy_metric(run)

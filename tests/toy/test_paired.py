@@ -297,3 +297,49 @@ def test_cli_reports_a_missing_summary(tmp_path: Path, capsys: pytest.CaptureFix
     for cli in (paired.main, toy_main):
         assert cli([str(tmp_path)]) == 2
         assert "no toy benchmark summary.json" in capsys.readouterr().err
+
+
+# ---- issue 34: a benchmark record's accuracy outside [0, 1] or not finite, and a seed or step key that is not an
+# integer, are errors naming the summary file, the record and the step
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (7.5, r"accuracy 7\.5 is outside \[0, 1\]"),
+        (None, r"accuracy is null, not a finite number"),
+        (float("nan"), r"accuracy is nan, not a finite number"),
+        ("high", r"accuracy 'high' is not a number"),
+    ],
+)
+def test_a_record_accuracy_outside_0_1_or_not_finite_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: object, message: str
+) -> None:
+    runs = [_record("random", 0, _linear(SLOPES[0])), _record("fast", 0, _linear(2 * SLOPES[0]))]
+    runs[0]["accuracy"][str(STEPS)] = value  # Random's last evaluation
+    (tmp_path / "summary.json").write_text(json.dumps(_summary(runs)))
+    where = rf"{tmp_path}/summary.json: benchmark record random seed 0: 'accuracy' at step {STEPS}: {message}"
+    with pytest.raises(LoadError, match=where):
+        paired.load_benchmark(tmp_path)
+    assert paired.main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "summary.json: benchmark record random seed 0" in err
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("seed", 0.7, r"run record 0: seed must be an integer, got 0\.7"),
+        ("seed", "zero", r"run record 0: seed must be an integer, got 'zero'"),
+        ("step", "10.0", r"benchmark record random seed 0: 'accuracy': step key must be an integer, got '10\.0'"),
+    ],
+)
+def test_a_seed_or_step_that_is_not_an_integer_names_the_file(
+    tmp_path: Path, field: str, value: object, message: str
+) -> None:
+    runs = [_record("random", 0, _linear(SLOPES[0])), _record("fast", 0, _linear(2 * SLOPES[0]))]
+    if field == "seed":
+        runs[0]["seed"] = value
+    else:
+        runs[0]["accuracy"][value] = 0.5
+    (tmp_path / "summary.json").write_text(json.dumps(_summary(runs)))
+    with pytest.raises(LoadError, match=rf"{tmp_path}/summary.json: {message}"):
+        paired.load_benchmark(tmp_path)

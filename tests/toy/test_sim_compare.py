@@ -107,3 +107,24 @@ def test_bad_input(tmp_path):
         main(["--measured", str(bad), "--out", str(tmp_path / "o")])
     with pytest.raises(ValueError, match="2 sim seeds"):
         compare(tmp_path / "none.json", tmp_path / "o", seeds=1)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"accuracy": {"0": 0.2, "2": 7.5}}, r"accuracy at step 2: accuracy 7\.5 is outside \[0, 1\]"),
+        ({"accuracy": {"0": 0.2, "2": None}}, r"accuracy at step 2: accuracy is null"),
+        ({"seed": 0.7}, r"seed must be an integer, got 0\.7"),
+        ({"accuracy": {"10.0": 0.2}}, r"step key must be an integer, got '10\.0'"),
+    ],
+)
+def test_a_bad_record_names_the_file(tmp_path, edit, message):
+    """The same rule as analysis.paired (issue 34): accuracies in [0, 1], integer seeds and steps; a torn done.json."""
+    summary = _benchmark(tmp_path, with_summary=False)
+    done = tmp_path / "runs" / "bots_s0" / "done.json"
+    done.write_text(json.dumps({**json.loads(done.read_text()), **edit}))
+    with pytest.raises(ValueError, match=rf"done.json \(3 finished runs.*malformed run record .*{message}"):
+        load_measured(summary)
+    done.write_text('{"selector": "bo')
+    with pytest.raises(ValueError, match=rf"{done}: not a readable run record"):
+        load_measured(summary)
