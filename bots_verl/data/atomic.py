@@ -19,7 +19,16 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["fsync_dir", "fsync_file", "host_name", "is_stale_tag", "parse_writer_tag", "pid_alive", "writer_tag"]
+__all__ = [
+    "fsync_dir",
+    "fsync_file",
+    "host_name",
+    "is_stale_tag",
+    "parse_writer_tag",
+    "pid_alive",
+    "write_text_atomic",
+    "writer_tag",
+]
 
 _TAG = re.compile(r"^(?P<host>.+)-(?P<pid>[0-9]+)$")
 
@@ -75,3 +84,21 @@ def fsync_dir(path: str | os.PathLike) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Replace ``path`` by ``text`` at once: a tagged hidden temp file beside it, fsync, rename, fsync the directory.
+
+    A reader (or a rerun after a kill or a power loss) sees the old content or the new one, never a torn file; a
+    killed writer leaves only ``.<name>.tmp-<host>-<pid>``, which :func:`is_stale_tag` recognises.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{writer_tag()}")
+    try:
+        tmp.write_text(text)
+        fsync_file(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)

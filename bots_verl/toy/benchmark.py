@@ -37,11 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from bots_verl import runlog
+from bots_verl.data.atomic import write_text_atomic
 from bots_verl.toy.evaluate import EXACT_METRIC, POOL_METRIC, checkpoint_steps, evaluate_checkpoints
 from bots_verl.verl_cpu.cluster import SharedRayCluster
 from bots_verl.verl_cpu.hooks import TRAIN_THREADS_ENV
 from bots_verl.verl_cpu.launch import MIN_RAY_CPUS
 from bots_verl.verl_cpu.smoke import ENV as TRAINING_ENV
+from reference_eval.lock import LockError, OutputLock, describe_holder, lock_holder
 
 logger = logging.getLogger(__name__)
 
@@ -286,7 +288,7 @@ def _train_one(
     if done_file.is_file():
         # a longer horizon than the finished run's: it trains on from its final checkpoint (an exact resume); the
         # shorter run's record stays beside it as done_<steps>.json
-        shorter = json.loads(done_file.read_text())["steps"]
+        shorter = read_done(done_file)["steps"]
         logger.info("%s: finished at step %d, extending it to step %d", run_dir.name, shorter, steps_wanted)
         done_file.replace(run_dir / f"done_{shorter}.json")
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -350,7 +352,8 @@ def _train_one(
     # the final checkpoint stays (a longer rerun resumes from it); the others were only needed for evaluation
     for step in steps[:-1]:
         shutil.rmtree(run_dir / "ckpt" / f"global_step_{step}", ignore_errors=True)
-    done_file.write_text(json.dumps(record, indent=1) + "\n")
+    # atomically: a torn done.json would stop every rerun of the benchmark
+    write_text_atomic(done_file, json.dumps(record, indent=1) + "\n")
     logger.info(
         "%s: done in %.0f s, median step %.2f s, held-out accuracy %.4f -> %.4f",
         run_dir.name,
@@ -367,6 +370,38 @@ def run_dir_of(root: Path, arm: str, seed: int) -> Path:
     return root / "runs" / f"{arm}_s{seed}"
 
 
+def read_done(done_file: Path) -> dict[str, Any]:
+    """A run's ``done.json`` record, checked: an object with the run's ``selector``, integer ``seed`` and ``steps``,
+    and an ``accuracy`` curve of finite values in [0, 1] at integer steps.
+
+    Raises:
+        ValueError: naming the file, for a truncated, unreadable or hand-edited record, with what to do about it.
+    """
+    try:
+        record = json.loads(done_file.read_text())
+        if not isinstance(record, dict):
+            raise ValueError(f"it holds a {type(record).__name__}, not an object")
+        missing = [key for key in ("selector", "seed", "steps", "accuracy") if key not in record]
+        if missing:
+            raise ValueError(f"it lacks {missing}")
+        for key in ("seed", "steps"):
+            record[key] = runlog.parse_int(record[key], key)
+        if record["steps"] < 0:
+            raise ValueError(f"steps must not be negative, got {record['steps']}")
+        for key in ("accuracy", "pool_accuracy"):
+            curve = record.get(key, {})
+            if not isinstance(curve, dict):
+                raise ValueError(f"{key} is a {type(curve).__name__}, not an object of step -> accuracy")
+            for step, value in curve.items():
+                runlog.check_accuracy(value, f"{key} at step {runlog.parse_int(step, f'{key} step key')}")
+    except (OSError, UnicodeDecodeError, RecursionError, ValueError) as exc:
+        raise ValueError(
+            f"{done_file}: not a readable run record ({exc}); it is written atomically, so it was cut or edited "
+            f"outside the benchmark: restore it, or remove the run's directory {done_file.parent} to train it again"
+        ) from exc
+    return record
+
+
 def finished_record(run_dir: Path, steps: int) -> dict[str, Any] | None:
     """The ``done.json`` record of the run in ``run_dir`` if it finished at ``steps`` steps, else None.
 
@@ -374,12 +409,12 @@ def finished_record(run_dir: Path, steps: int) -> dict[str, Any] | None:
 
     Raises:
         ValueError: the run finished at more steps than ``steps`` (a checkpoint cannot be shortened: use another
-            ``--out``).
+            ``--out``), or its ``done.json`` cannot be read (:func:`read_done`).
     """
     done_file = run_dir / "done.json"
     if not done_file.is_file():
         return None
-    record = json.loads(done_file.read_text())
+    record = read_done(done_file)
     if record["steps"] > steps:
         raise ValueError(
             f"{run_dir.name} finished at step {record['steps']}, the profile asks for {steps}: a run cannot be "
@@ -434,17 +469,29 @@ def _analyse(root: Path, run_dirs: Sequence[Path] = ()) -> dict[str, str]:
     ):
         path = root / f"table_{name}.md"
         cmd = [sys.executable, "-m", "analysis.tables", "--runs", *runs, "--metric", metric, "--table", table]
-        proc = subprocess.run([*cmd, "--out", str(path)], capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise subprocess.CalledProcessError(proc.returncode, cmd, proc.stdout, proc.stderr)
+        _run_analysis([*cmd, "--out", str(path)], f"the {name} table")
         out[name] = path.read_text()
     figures = root / "figures"
-    subprocess.run(
+    _run_analysis(
         [sys.executable, "-m", "analysis.figures", "--runs", *runs, "--metric", EXACT_METRIC, "--out", str(figures)]
         + ["--figures", "accuracy", "etr"],
-        check=True,
+        "the figures",
     )
     return out
+
+
+def _run_analysis(cmd: Sequence[str], what: str) -> None:
+    """Run one ``python -m analysis.*`` command; a failure raises with the analysis' own message.
+
+    Raises:
+        RuntimeError: naming ``what``, the exit status, the command and the end of its stderr (its ``error:`` line,
+            which names the run, the metric and the step).
+    """
+    proc = subprocess.run(list(cmd), capture_output=True, text=True)
+    if proc.returncode != 0:
+        said = (proc.stderr or proc.stdout or "").strip()[-3000:] or "(it printed nothing)"
+        module = next((c for c in cmd if c.startswith("analysis.")), cmd[0])
+        raise RuntimeError(f"{what} ({module}) failed with exit status {proc.returncode}: {said}\ncommand: {list(cmd)}")
 
 
 def _run_failure(run_dir: Path, exc: BaseException) -> BaseException:
@@ -494,10 +541,10 @@ def _add_paired(root: Path, summary: dict[str, Any], tables: dict[str, str]) -> 
     peers = sorted(a for a in selectors if set(_DYNAMIC_SAMPLING) <= set(VARIANTS.get(a, ("", ()))[1]))
     if peers and selectors - {"random", *peers}:
         cmd += ["--peers", *peers]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    _run_analysis(cmd, "the paired statistics")
     summary["paired"] = json.loads((root / "paired.json").read_text())
     tables["paired"] = "## Paired against random, seed by seed\n\n" + (root / "paired.md").read_text()
-    (root / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    write_text_atomic(root / "summary.json", json.dumps(summary, indent=1) + "\n")
 
 
 def _curves(records: Sequence[dict[str, Any]], selectors: Sequence[str], key: str = "accuracy") -> str:
@@ -540,6 +587,46 @@ def _gains_by_seed(records: Sequence[dict[str, Any]], selectors: Sequence[str]) 
     return "\n".join(lines)
 
 
+#: the lock of a benchmark directory (``reference_eval.lock``: an ``flock`` naming its holder, free when it dies)
+LOCK_NAME = ".benchmark"
+
+
+@contextmanager
+def directory_lock(root: Path) -> Iterator[None]:
+    """Hold the benchmark directory ``root`` for this process: a second benchmark on it is refused.
+
+    Two benchmarks on one ``--out`` would train the same runs into the same run directories at once (two verl
+    processes writing one checkpoint directory and run log). The lock is ``<root>/.benchmark.lock``, an advisory
+    ``flock`` (:class:`reference_eval.lock.OutputLock`) that records the holder's pid, host, start time and command;
+    the kernel drops it when its process dies however it dies (SIGKILL included), so a killed benchmark's leftover
+    lock file is recognised as stale and taken over, with a log line naming the dead holder.
+
+    Raises:
+        RuntimeError: another live process holds it; the message names that process.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    lock = OutputLock(root / LOCK_NAME, command=" ".join(["python -m bots_verl.toy.benchmark", *sys.argv[1:]]))
+    for _ in range(3):  # the holder may exit between the refusal and the look at who it was: then try again
+        try:
+            lock.acquire()
+            break
+        except LockError as exc:
+            holder = lock_holder(root / LOCK_NAME)
+            if holder is None:
+                continue
+            raise RuntimeError(
+                f"{root} is in use by another toy benchmark: {describe_holder(holder)}. Two benchmarks on one --out "
+                f"would train the same runs into the same directories; wait for it, stop it, or give this one "
+                f"another --out. (Its lock, {lock.lock}, is freed automatically when that process exits.)"
+            ) from exc
+    else:
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def run_benchmark(
     profile: BenchmarkProfile,
     root: Path,
@@ -551,17 +638,28 @@ def run_benchmark(
 
     Args:
         profile: the benchmark's sizes.
-        root: the benchmark directory.
+        root: the benchmark directory; held for this process while it runs (:func:`directory_lock`).
         prepare_jobs: processes for preparing the artifacts.
         timeout: seconds per training process.
         shared_clusters: start one Ray cluster per concurrent run and let the runs attach to it, so each run skips
             Ray's start and stop (:mod:`bots_verl.verl_cpu.cluster`); False: every run starts its own.
+
+    Raises:
+        RuntimeError: another benchmark holds ``root``, or a run failed.
+        ValueError: a profile with repeated arms or seeds, or a finished run's unreadable ``done.json``.
     """
+    check_profile(profile)
+    with directory_lock(root):
+        return _run_benchmark(profile, root, prepare_jobs, timeout, shared_clusters)
+
+
+def _run_benchmark(
+    profile: BenchmarkProfile, root: Path, prepare_jobs: int, timeout: float, shared_clusters: bool
+) -> dict[str, Any]:
     from bots_verl.toy.prepare import prepare
     from bots_verl.toy.tasks import parse_prompt
 
     start = time.monotonic()
-    root.mkdir(parents=True, exist_ok=True)
     data_dir = root / "data"
     manifest = prepare(data_dir, seed=0, profile=profile.data_profile, jobs=prepare_jobs)
     prepare_s = time.monotonic() - start
@@ -607,7 +705,7 @@ def run_benchmark(
         "median_step_s": _median([r["median_step_s"] for r in records]),
         "runs": records,
     }
-    (root / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    write_text_atomic(root / "summary.json", json.dumps(summary, indent=1) + "\n")
     _add_paired(root, summary, tables)
     (root / "summary.md").write_text(_summary_markdown(summary, tables, manifest, data_dir))
     return summary
@@ -620,7 +718,11 @@ def summarize_finished(profile: BenchmarkProfile, root: Path) -> dict[str, Any]:
     ``done.json`` enter the tables (a run still training never does), and ``summary.json`` says how many of the
     planned runs it holds.
     """
-    manifest = json.loads((root / "data" / "manifest.json").read_text())
+    manifest_file = root / "data" / "manifest.json"
+    try:
+        manifest = json.loads(manifest_file.read_text())
+    except (OSError, UnicodeDecodeError, RecursionError, ValueError) as exc:
+        raise RuntimeError(f"{manifest_file}: cannot read the benchmark's prepared data ({exc})") from exc
     plan = [(sel, seed) for seed in profile.seeds for sel in profile.selectors]
     finished, records = [], []
     for sel, seed in plan:
@@ -639,7 +741,7 @@ def summarize_finished(profile: BenchmarkProfile, root: Path) -> dict[str, Any]:
         "median_step_s": _median([r["median_step_s"] for r in records]),
         "runs": records,
     }
-    (root / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    write_text_atomic(root / "summary.json", json.dumps(summary, indent=1) + "\n")
     _add_paired(root, summary, tables)
     (root / "summary.md").write_text(_summary_markdown(summary, tables, manifest, root / "data"))
     return summary
@@ -692,19 +794,34 @@ def _summary_markdown(summary: dict[str, Any], tables: dict[str, str], manifest:
     )
 
 
+def check_profile(profile: BenchmarkProfile) -> None:
+    """Refuse a profile the benchmark cannot run: unknown arms, sizes below 1, no seeds, an arm or seed twice.
+
+    A repeated arm or seed would plan one run twice, and both copies would train in the same run directory at once.
+
+    Raises:
+        ValueError: naming the setting.
+    """
+    for arm in profile.selectors:
+        arm_settings(arm)
+    for name in ("steps", "prompts", "n", "eval_every", "jobs"):
+        if getattr(profile, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(profile, name)}")
+    if not profile.seeds:
+        raise ValueError("no seeds")
+    for name, values in (("--selectors", profile.selectors), ("--seeds", profile.seeds)):
+        twice = sorted({str(v) for v in values if values.count(v) > 1})
+        if twice:
+            raise ValueError(f"{name} names {', '.join(twice)} more than once: each run would be trained twice at once")
+
+
 def _dry_run(profile: BenchmarkProfile, root: Path) -> int:
     """``--dry-run`` (``DRY_RUN=1 bash recipes/toy/run_benchmark.sh``): check the profile, print the plan; 0 if valid.
 
     Each run's verl config needs the prepared data, so it is composed only by the real run (and by the tests).
     """
     try:
-        for arm in profile.selectors:
-            arm_settings(arm)
-        for name in ("steps", "prompts", "n", "eval_every", "jobs"):
-            if getattr(profile, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(profile, name)}")
-        if not profile.seeds:
-            raise ValueError("no seeds")
+        check_profile(profile)
     except ValueError as exc:
         print(f"toy benchmark dry run: {exc}", file=sys.stderr)
         return 2
@@ -770,17 +887,20 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.out or _DEFAULT_OUT[profile.name]).resolve()
     if args.dry_run:
         return _dry_run(profile, root)
+    try:
+        if args.summarize_finished:
+            summary = summarize_finished(profile, root)
+        else:
+            summary = run_benchmark(profile, root, timeout=args.timeout, shared_clusters=not args.own_clusters)
+    except (RuntimeError, ValueError, subprocess.CalledProcessError) as exc:
+        # on stderr whatever the logging setup: a failed run's message names it and ends with its log's tail; a
+        # failed analysis ends with the analysis' own message; a refused --out names the benchmark holding it
+        print(f"toy benchmark failed: {exc}", file=sys.stderr)
+        return 1
     if args.summarize_finished:
-        summary = summarize_finished(profile, root)
         print((root / "summary.md").read_text())
         print(f"toy benchmark: {summary['finished_runs']} of {summary['planned_runs']} runs finished")
         return 0
-    try:
-        summary = run_benchmark(profile, root, timeout=args.timeout, shared_clusters=not args.own_clusters)
-    except (RuntimeError, subprocess.CalledProcessError) as exc:
-        # on stderr whatever the logging setup: a failed run's message names it and ends with its log's tail
-        print(f"toy benchmark failed: {exc}", file=sys.stderr)
-        return 1
     print((root / "summary.md").read_text())
     print(f"toy benchmark ok: {len(summary['runs'])} runs, {summary['total_s']:.0f} s, summary: {root / 'summary.md'}")
     return 0

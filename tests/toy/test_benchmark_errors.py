@@ -125,3 +125,116 @@ def test_the_tables_take_finished_runs_only(tmp_path: Path) -> None:
         if done:
             (tmp_path / "runs" / name / "done.json").write_text("{}")
     assert [d.name for d in finished_runs(tmp_path)] == ["bots_s0", "random_s0", "random_s1"]
+
+
+# ---- issue 34 -------------------------------------------------------------------------------------------------------
+def _fake_prepare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    manifest = _fake_manifest(tmp_path / "data")
+    (tmp_path / "data" / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.setattr("bots_verl.toy.prepare.prepare", lambda *args, **kwargs: manifest)
+    monkeypatch.setattr(signal, "signal", lambda *args: None)  # main's SIGTERM handler would outlive the test
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ('{"selector": "random", "seed": 0, "ste', "Unterminated string"),  # cut while written
+        ('{"selector": "random", "seed": 0, "steps": "two", "accuracy": {}}', "steps must be an integer"),
+        ('{"selector": "random", "seed": 0, "steps": 2, "accuracy": {"2": 7.5}}', r"accuracy 7\.5 is outside"),
+        ("[1, 2]", "it holds a list"),
+    ],
+)
+def test_a_torn_or_edited_done_json_names_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], text: str, why: str
+) -> None:
+    _fake_prepare(tmp_path, monkeypatch)
+    done = tmp_path / "runs" / "random_s0" / "done.json"
+    done.parent.mkdir(parents=True)
+    done.write_text(text)
+    argv = ["--profile", "ci", "--selectors", "random", "--own-clusters", "--out", str(tmp_path)]
+    assert benchmark.main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"toy benchmark failed: {done}: not a readable run record (" in err
+    assert why.replace("\\", "") in err and "Traceback" not in err
+    assert benchmark.main([*argv, "--summarize-finished"]) == 1  # the same message, not a traceback
+    assert f"{done}: not a readable run record" in capsys.readouterr().err
+
+
+def test_done_and_summary_files_are_written_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A writer killed in the middle leaves the old record whole (and a tagged temp file), never a torn one."""
+    from bots_verl.data import atomic
+
+    done = tmp_path / "done.json"
+    atomic.write_text_atomic(done, '{"steps": 1}\n')
+    assert done.read_text() == '{"steps": 1}\n' and [p.name for p in tmp_path.iterdir()] == ["done.json"]
+
+    def killed(path: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(atomic, "fsync_file", killed)
+    with pytest.raises(KeyboardInterrupt):
+        atomic.write_text_atomic(done, '{"steps": 2, "accuracy": {}}\n')
+    assert done.read_text() == '{"steps": 1}\n' and [p.name for p in tmp_path.iterdir()] == ["done.json"]
+    source = Path(benchmark.__file__).read_text()
+    assert "done_file.write_text" not in source and '"summary.json").write_text' not in source
+
+
+_HOLDER = """
+import sys, time
+from pathlib import Path
+from bots_verl.toy.benchmark import directory_lock
+with directory_lock(Path(sys.argv[1])):
+    print("holding", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_a_second_benchmark_on_one_out_is_refused_and_a_dead_holder_is_stale(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _fake_prepare(tmp_path, monkeypatch)
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+        argv = ["--profile", "ci", "--selectors", "random", "--own-clusters", "--out", str(tmp_path)]
+        assert benchmark.main(argv) == 1
+        err = capsys.readouterr().err
+        assert f"toy benchmark failed: {tmp_path} is in use by another toy benchmark: pid {holder.pid} on host" in err
+        assert not (tmp_path / "runs").exists()  # refused before anything was written
+    finally:
+        holder.kill()  # SIGKILL: no finally runs, the lock file stays behind
+        holder.wait()
+    assert (tmp_path / ".benchmark.lock").is_file()
+    with caplog.at_level("INFO"), benchmark.directory_lock(tmp_path):
+        assert json.loads((tmp_path / ".benchmark.lock").read_text())["pid"] != holder.pid
+    assert f"took over a stale lock of pid {holder.pid}" in caplog.text
+    assert not (tmp_path / ".benchmark.lock").exists()  # released
+
+
+def test_a_repeated_arm_or_seed_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """Two copies of one run would train in the same run directory at once."""
+    assert benchmark.main(["--profile", "ci", "--dry-run", "--seeds", "0", "1", "0"]) == 2
+    assert "--seeds names 0 more than once" in capsys.readouterr().err
+    assert benchmark.main(["--profile", "ci", "--dry-run", "--selectors", "bots", "random", "bots"]) == 2
+    assert "--selectors names bots more than once" in capsys.readouterr().err
+
+
+def test_a_failed_analysis_says_why(tmp_path: Path) -> None:
+    """The analysis' own message (run, metric, step), not only "returned non-zero exit status 2"."""
+    from bots_verl.runlog import RunWriter
+    from bots_verl.toy.evaluate import EXACT_METRIC
+
+    run_dir = tmp_path / "runs" / "random_s0"
+    with RunWriter(run_dir / "run", domain="toy", method="random", seed=0, total_steps=2) as writer:
+        for step in (1, 2):
+            writer.log(step, {"bots/rollouts": 16.0, "bots/batch/effective_task_ratio": 0.5})
+        for step, acc in ((0, 0.25), (2, 7.5)):
+            writer.log(step, {EXACT_METRIC: acc})
+    with pytest.raises(RuntimeError) as info:
+        benchmark._analyse(tmp_path, [run_dir / "run"])
+    text = str(info.value)
+    assert text.startswith("the main table (analysis.tables) failed with exit status 2: error: run toy/random/seed0")
+    assert f"metric '{EXACT_METRIC}' at step 2: accuracy 7.5 is outside [0, 1]" in text
