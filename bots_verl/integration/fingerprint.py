@@ -163,13 +163,70 @@ def _same_number_or_value(a: Any, b: Any) -> bool:
     return a == b
 
 
+def _malformed(saved: Any) -> str | None:
+    """What is wrong with the shape of a checkpoint's fingerprint (hand-edited or damaged), or None if nothing is.
+
+    Every part :func:`fingerprint_changes` reads must have the type :func:`run_fingerprint` writes, so that a wrong
+    one is named instead of surfacing as an ``AttributeError`` or ``TypeError`` deep in the comparison.
+    """
+
+    def kind(value: Any) -> str:
+        return type(value).__name__
+
+    if not isinstance(saved, Mapping):
+        return f"the fingerprint is a {kind(saved)}, not an object"
+    if saved.get("version") != FINGERPRINT_VERSION:
+        return None  # another version is refused as such, whatever its layout
+    expected: list[tuple[str, Any, tuple[type, ...], bool]] = [
+        ("selector", saved.get("selector"), (Mapping,), True),
+        ("reference_columns", saved.get("reference_columns"), (Mapping,), True),
+        ("pool", saved.get("pool"), (Mapping,), False),
+    ]
+    for name, value, types, required in expected:
+        if value is None and not required and name not in saved:
+            continue
+        if not isinstance(value, types):
+            return f"'{name}' is a {kind(value)}, not an object"
+    selector, refs, pool = saved["selector"], saved["reference_columns"], saved.get("pool")
+    parts: list[tuple[str, Any, tuple[type, ...]]] = [
+        ("selector.name", selector.get("name"), (str,)),
+        ("selector.hparams", selector.get("hparams", {}), (Mapping,)),
+        ("reference_columns.names", refs.get("names"), (list, tuple)),
+        ("reference_columns.values_sha256", refs.get("values_sha256", ""), (str,)),
+    ]
+    if pool is not None:
+        parts += [
+            ("pool.size", pool.get("size"), (int,)),
+            ("pool.task_ids_sha256", pool.get("task_ids_sha256"), (str,)),
+            ("pool.prompts_sha256", pool.get("prompts_sha256") or "", (str,)),
+        ]
+    for name, value, types in parts:
+        if not isinstance(value, types) or isinstance(value, bool):
+            wanted = {Mapping: "an object", str: "a string", int: "an integer", list: "a list"}[types[0]]
+            return f"'{name}' is {value!r:.60} (a {kind(value)}), not {wanted}"
+    if not all(isinstance(n, str) for n in refs["names"]):
+        return f"'reference_columns.names' holds something other than names: {refs['names']!r:.80}"
+    return None
+
+
 def fingerprint_changes(saved: Mapping[str, Any] | None, current: Mapping[str, Any]) -> list[Change]:
     """Every difference between a checkpoint's fingerprint (``saved``) and this run's (``current``).
 
-    Only what ``current`` has is compared (the driver's fingerprint has no pool and no reference values).
+    Only what ``current`` has is compared (the driver's fingerprint has no pool and no reference values). A fingerprint
+    of the wrong shape (hand-edited or damaged) is one change that no override accepts.
     """
     if saved is None:
         return [Change("fingerprint", "the checkpoint has none (written before fingerprints)", "missing_fingerprint")]
+    broken = _malformed(saved)
+    if broken is not None:
+        return [
+            Change(
+                "fingerprint",
+                f"malformed: {broken}",
+                None,
+                "its data.pt was edited or damaged, so what its posterior means cannot be checked; restore it",
+            )
+        ]
     if saved.get("version") != FINGERPRINT_VERSION:
         return [
             Change(
@@ -275,13 +332,18 @@ def check_fingerprint(
         if overrides and all(c.accept for c in refused)
         else "Restore what the checkpoint was written with"
     )
-    header = (
-        f"resuming from {folder}, but its data.pt does not record what its BOTS posterior was built for (pool, "
-        "reference columns, selector), so a change would resume silently"
-        if saved is None
-        else f"resuming from {folder}, but its BOTS posterior was built for another run; resumed as is, it would "
-        "silently mean something else"
-    )
+    if saved is None:
+        header = (
+            f"resuming from {folder}, but its data.pt does not record what its BOTS posterior was built for (pool, "
+            "reference columns, selector), so a change would resume silently"
+        )
+    elif any(c.what.startswith("malformed: ") for c in refused):
+        header = f"resuming from {folder}, but the fingerprint in its data.pt is malformed"
+    else:
+        header = (
+            f"resuming from {folder}, but its BOTS posterior was built for another run; resumed as is, it would "
+            "silently mean something else"
+        )
     raise ValueError(
         f"{header}:\n"
         + "\n".join(lines)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
@@ -81,16 +80,22 @@ def checkpoint_sampler_state(data_pt: str | os.PathLike) -> dict[str, Any]:
         ValueError: if the file cannot be read as a torch checkpoint, or holds no BOTS sampler state (e.g. a run
             without BOTS); the message names the file and what is missing.
     """
+    if not os.path.isfile(data_pt):
+        raise ValueError(f"{data_pt} cannot be read as a torch checkpoint (no such file)")
     try:
         # verl loads data.pt the same way (the file is as trusted as the rest of the checkpoint).
         state = torch.load(data_pt, weights_only=False)
-    except (EOFError, RuntimeError, pickle.UnpicklingError, AttributeError, ModuleNotFoundError) as err:
+    except Exception as err:  # a cut or damaged file fails in many ways, e.g. OSError EINVAL from a seek
         raise ValueError(f"{data_pt} cannot be read as a torch checkpoint ({type(err).__name__}: {err})") from err
     missing = _what_is_missing(state)
     if missing is not None:
         raise ValueError(f"{data_pt} holds no BOTS sampler state: {missing}")
     sampler_state = state["_sampler_iter_state"]["sampler_state"]
-    return {**sampler_state, "selector_state": from_torch_safe(sampler_state["selector_state"])}
+    try:
+        selector_state = from_torch_safe(sampler_state["selector_state"])
+    except Exception as err:  # a hand-edited state: name the file, not a deep conversion error
+        raise ValueError(f"{data_pt} holds a malformed BOTS selector state ({type(err).__name__}: {err})") from err
+    return {**sampler_state, "selector_state": selector_state}
 
 
 class PosteriorLostError(RuntimeError):

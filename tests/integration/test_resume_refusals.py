@@ -223,3 +223,82 @@ def test_the_prompt_digest_depends_on_the_rows_not_on_how_the_dataset_holds_them
     assert dataset_prompts_digest(dataset(edited), "prompt") != dataset_prompts_digest(dataset(whole), "prompt")
     assert dataset_prompts_digest(dataset(whole), "question") is None
     assert "no 'question' column (data.prompt_key)" in caplog.text
+
+
+# ---- issue 34: a cut data.pt and a hand-edited fingerprint are ValueErrors naming the checkpoint
+def test_a_truncated_data_pt_is_a_value_error_naming_the_file_at_every_cut(tmp_path):
+    """About 40% of cut points used to raise a bare ``OSError: [Errno 22] Invalid argument`` (a seek in the zip)."""
+    whole = (_bots_checkpoint(tmp_path / "ckpt") / "data.pt").read_bytes()
+    folder = tmp_path / f"cut/global_step_{STEP}"
+    folder.mkdir(parents=True)
+    cuts = sorted({*range(1, len(whole), max(1, len(whole) // 97)), len(whole) - 1, len(whole) - 22})
+    for cut in cuts:
+        (folder / "data.pt").write_bytes(whole[:cut])
+        with pytest.raises(ValueError) as refused:
+            check_resume_data_pt(folder)
+        assert f"resuming from {folder}, but {folder / 'data.pt'} cannot be read as a torch checkpoint" in str(
+            refused.value
+        ), cut
+
+
+@pytest.mark.parametrize(
+    "error", [OSError(22, "Invalid argument"), ValueError("bad"), IndexError("out of range"), KeyError("x")]
+)
+def test_any_error_reading_data_pt_names_the_file(tmp_path, monkeypatch, error):
+    """What the probe saw (``OSError: [Errno 22] Invalid argument`` from a seek in a cut zip) and its siblings."""
+    folder = _bots_checkpoint(tmp_path)
+
+    def load(*args: Any, **kwargs: Any) -> Any:
+        raise error
+
+    monkeypatch.setattr(torch, "load", load)
+    with pytest.raises(ValueError) as refused:
+        check_resume_data_pt(folder)
+    message = str(refused.value)
+    assert f"resuming from {folder}, but {folder / 'data.pt'} cannot be read as a torch checkpoint" in message
+    assert type(error).__name__ in message
+
+
+def _edited(fingerprint: dict, path: str, value: Any) -> dict:
+    keys = path.split(".")
+    out = {**fingerprint}
+    node = out
+    for key in keys[:-1]:
+        node[key] = {**node[key]}
+        node = node[key]
+    node[keys[-1]] = value
+    return out
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "named"),
+    [
+        ("selector", ["bots"], "'selector' is a list, not an object"),
+        ("selector.hparams", "lam=0.1", "'selector.hparams' is 'lam=0.1' (a str), not an object"),
+        ("selector.name", 7, "'selector.name' is 7 (a int), not a string"),
+        ("reference_columns", None, "'reference_columns' is a NoneType, not an object"),
+        ("reference_columns.names", "weak_pass_rate", "'reference_columns.names' is 'weak_pass_rate'"),
+        ("reference_columns.names", [1, 2], "'reference_columns.names' holds something other than names"),
+        ("pool", [N], "'pool' is a list, not an object"),
+        ("pool.size", "12", "'pool.size' is '12' (a str), not an integer"),
+        ("pool.task_ids_sha256", 5, "'pool.task_ids_sha256' is 5 (a int), not a string"),
+    ],
+)
+def test_a_hand_edited_fingerprint_is_a_value_error_naming_the_checkpoint(tmp_path, path, value, named):
+    folder = _fingerprinted_checkpoint(tmp_path, _edited(_fingerprint(), path, value))
+    everything = ["pool", "reference_columns", "hparams", "missing_fingerprint"]
+    for current in (_fingerprint(), _fingerprint(pool=False)):  # the worker's check and the driver's
+        with pytest.raises(ValueError) as refused:
+            _resume(folder, current, accept=everything)
+        message = str(refused.value)
+        assert f"resuming from {folder}, but the fingerprint in its data.pt is malformed" in message
+        assert f"fingerprint: malformed: {named}" in message and "no override: " in message
+
+
+def test_a_fingerprint_that_is_not_an_object_is_named(tmp_path):
+    folder = _fingerprinted_checkpoint(tmp_path, None)
+    state = torch.load(folder / "data.pt", weights_only=False)
+    state["_sampler_iter_state"]["sampler_state"]["fingerprint"] = "v1"
+    torch.save(state, folder / "data.pt")
+    with pytest.raises(ValueError, match=r"fingerprint: malformed: the fingerprint is a str, not an object"):
+        _resume(folder, _fingerprint())
