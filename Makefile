@@ -6,7 +6,8 @@ PIP := $(VENV)/bin/pip
 # torch 2.13.0 is the CPU build on our CI image; asking for another version pulls the CUDA wheels.
 TORCH ?= torch==2.13.0
 
-.PHONY: install-test install-demo system-deps test test-core lint typecheck demo smoke toy toy-quick clean
+.PHONY: install-test install-demo system-deps test test-core lint typecheck demo smoke toy toy-quick cpu-recipes \
+	cpu-pipeline clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +73,16 @@ toy: install-test
 # Its reduced version (bots and random, one seed, 6 steps; runs/toy/quick/summary.md)
 toy-quick: install-test
 	$(PY) -m bots_verl.toy.benchmark --profile quick
+
+# Every recipe script (30 + 6 ablations) trains 2 real steps in its CPU mode (CPU=1) on GURU-shaped fixture data with
+# known-answer rollouts; prints each script's time (runs/cpu_recipes/cpu_recipes.md)
+cpu-recipes: install-test system-deps
+	PYTHON=$(abspath $(PY)) bash recipes/run_all_on_cpu.sh
+
+# The paper's pipeline on CPU: reference columns (two tiny models) -> data prep -> Random and BOTS per domain through
+# the recipes' CPU mode -> the main table (runs/cpu_pipeline/table_main.md); how to check an install before GPUs
+cpu-pipeline: install-test system-deps
+	PYTHON=$(abspath $(PY)) bash recipes/cpu_pipeline.sh
 
 demo: install-demo
 	$(PY) -m bots_verl.sim --preset demo

@@ -40,7 +40,7 @@ from bots_verl.integration.settings import (
     parse_bots_config,
     train_files,
 )
-from bots_verl.integration.tasks import check_parquet_columns
+from bots_verl.integration.tasks import GURU_DOMAINS, check_parquet_columns, check_parquet_domain
 from bots_verl.integration.verl_pins import check_verl_drift
 from bots_verl.verl_cpu import launch
 
@@ -135,6 +135,8 @@ def check_config(config: DictConfig) -> BOTSSettings:
             continue
         if file.endswith(".parquet"):
             check_parquet_columns(file, [settings.task_id_path[0], *settings.reference_columns])
+            if settings.domain in GURU_DOMAINS:
+                check_parquet_domain(file, settings.domain)
     return settings
 
 

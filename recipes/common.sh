@@ -31,6 +31,8 @@ PROJECT_NAME=${PROJECT_NAME:-bots-verl}
 # console + verl's file backend (metrics.jsonl in the run dir); add wandb/tensorboard with LOGGERS='["console","file","wandb"]'
 LOGGERS=${LOGGERS:-'["console","file"]'}
 DRY_RUN=${DRY_RUN:-0}
+# CPU=1: train this recipe on CPU cores (bots_verl.verl_cpu) with a tiny local model; see "CPU mode" below
+CPU=${CPU:-0}
 
 # ---- the paper's setting
 TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-32}          # [trinity] tasks per step
@@ -55,6 +57,36 @@ REFERENCE_COLUMNS=${REFERENCE_COLUMNS:-'[qwen2.5_7b_pass_rate,qwen3_30b_pass_rat
 LAMBDA=${LAMBDA:-0.1}                             # [paper] forgetting toward the prior (old counts x (1 - lambda))
 RHO=${RHO:-0.1}                                   # [paper] implicit-evidence weight
 SELECTION=${SELECTION:-thompson}                  # [paper] Thompson sampling; greedy = posterior mean
+
+# ---- CPU mode (CPU=1): the same method, data files, reward settings, reference columns and algorithm settings; only
+# what a CPU cannot carry changes: the model (a randomly initialised tiny Llama with a byte-level tokenizer that reads
+# any prompt, built locally by bots_verl.verl_cpu.tiny_model, nothing downloaded), trainer.device=cpu with our backend,
+# the rollout engine (the hf server instead of vLLM), one logical GPU and these sizes [infer: small enough for a
+# 2-core machine]. Every CPU_* knob can be overridden like the others.
+CPU_MODEL_DIR=${CPU_MODEL_DIR:-$RUN_ROOT/cpu_tiny_model}
+bots_cpu_mode() {
+    [[ $CPU == 1 ]] || return 0
+    TRAIN_BATCH_SIZE=${CPU_TRAIN_BATCH_SIZE:-4}
+    ROLLOUT_N=${CPU_ROLLOUT_N:-4}
+    PPO_MINI_BATCH_SIZE=${CPU_PPO_MINI_BATCH_SIZE:-4}
+    MAX_PROMPT_LENGTH=${CPU_MAX_PROMPT_LENGTH:-1024}   # tokens are bytes: GURU-fixture prompts fit
+    MAX_RESPONSE_LENGTH=${CPU_MAX_RESPONSE_LENGTH:-192}
+    MAX_TOKENS_PER_GPU=${CPU_MAX_TOKENS_PER_GPU:-8192}
+    TOTAL_STEPS=${TOTAL_STEPS:-2}
+    NNODES=1
+    GPUS_PER_NODE=1
+    ROLLOUT_TP=1
+    if [[ $DRY_RUN != 1 && -z ${RECIPE_ARGV_DIR:-} ]]; then
+        "$PYTHON" -m bots_verl.verl_cpu.tiny_model "$CPU_MODEL_DIR" >/dev/null || return 1
+    fi
+    CPU_ARGS=(
+        trainer.device=cpu
+        actor_rollout_ref.rollout.name=hf
+        # flash-attn's varlen kernels and activation recomputation: CUDA only / no use at this size
+        actor_rollout_ref.model.use_remove_padding=False
+        actor_rollout_ref.model.enable_gradient_checkpointing=False
+    )
+}
 
 # ---- methods: METHOD -> selector and hyperparameters, into the array METHOD_ARGS (bots_verl/runlog.py METHODS
 # defines each label; the dry run refuses a config that disagrees with its label, so the two cannot drift apart)
@@ -120,7 +152,16 @@ bots_launch() {
     local val_files
     val_files=$(bots_val_files "$DOMAIN") || return 1
     bots_method_args "$method" || return 1
-    local experiment=${EXPERIMENT_NAME:-${DOMAIN}_$(bots_model_tag "$MODEL_PATH")_${method}_s${SEED}}
+    # the run keeps the script's model in its name; CPU mode marks it (the 1.5B and 7B scripts get separate runs)
+    local tag
+    tag=$(bots_model_tag "$MODEL_PATH")
+    local CPU_ARGS=() model_path=$MODEL_PATH
+    if [[ $CPU == 1 ]]; then
+        tag=$tag-cpu
+        model_path=$CPU_MODEL_DIR
+        bots_cpu_mode || return 1
+    fi
+    local experiment=${EXPERIMENT_NAME:-${DOMAIN}_${tag}_${method}_s${SEED}}
     local run_dir=${RUN_DIR:-$RUN_ROOT/$experiment}
 
     local args=(
@@ -138,7 +179,7 @@ bots_launch() {
         algorithm.adv_estimator=grpo
         algorithm.use_kl_in_reward=False
         # actor
-        "actor_rollout_ref.model.path=$MODEL_PATH"
+        "actor_rollout_ref.model.path=$model_path"
         actor_rollout_ref.model.use_remove_padding=True
         actor_rollout_ref.model.enable_gradient_checkpointing=True
         "actor_rollout_ref.actor.optim.lr=$LR"
@@ -190,7 +231,7 @@ bots_launch() {
     if [[ -n $TOTAL_STEPS ]]; then
         args+=("trainer.total_training_steps=$TOTAL_STEPS")
     fi
-    args+=(${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"} "$@")
+    args+=(${CPU_ARGS[@]+"${CPU_ARGS[@]}"} ${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"} "$@")
     if [[ $DRY_RUN == 1 ]]; then
         # validate only; hydra writes nothing either (its default is ./outputs/<date>/<time>/)
         args+=(bots.dry_run=true hydra.run.dir=. hydra.output_subdir=null hydra/job_logging=stdout)
@@ -208,6 +249,6 @@ bots_launch() {
     if [[ $DRY_RUN != 1 ]]; then
         mkdir -p "$run_dir"
     fi
-    echo "[bots] $experiment -> $run_dir (nnodes=$NNODES x $GPUS_PER_NODE GPUs, dry_run=$DRY_RUN)" >&2
+    echo "[bots] $experiment -> $run_dir (nnodes=$NNODES x $GPUS_PER_NODE GPUs, cpu=$CPU, dry_run=$DRY_RUN)" >&2
     "$PYTHON" -m bots_verl.main "${args[@]}"
 }

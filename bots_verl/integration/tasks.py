@@ -166,6 +166,42 @@ def check_parquet_columns(file: str, columns: Sequence[str]) -> None:
             )
 
 
+#: the GURU domains whose data sources the BOTS rewards know (``bots_verl.rewards.domain_of``)
+GURU_DOMAINS = ("math", "code", "logic")
+
+
+def check_parquet_domain(file: str, domain: str) -> None:
+    """Check that every ``data_source`` of ``file`` belongs to ``domain`` (one of :data:`GURU_DOMAINS`).
+
+    A recipe for one domain started on another domain's data would train with the wrong evaluation sets and, for code,
+    the wrong isolation settings; it is refused before Ray starts.
+
+    Raises:
+        ValueError: naming the file, the recipe's domain and the data sources of other domains.
+    """
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from bots_verl.rewards import domain_of
+
+    if domain not in GURU_DOMAINS:
+        raise ValueError(f"bots.run_log.domain={domain!r} is not one of {GURU_DOMAINS}")
+    if "data_source" not in pq.read_schema(file).names:
+        raise ValueError(f"{file} has no data_source column; the {domain} recipe needs GURU-format data")
+    sources = pc.unique(pq.read_table(file, columns=["data_source"]).column("data_source")).to_pylist()
+    foreign = {}
+    for source in sources:
+        try:
+            found = domain_of(source)
+        except ValueError:
+            found = "no BOTS reward"
+        if found != domain:
+            foreign[source] = found
+    if foreign:
+        listed = ", ".join(f"{s!r} ({d})" for s, d in sorted(foreign.items(), key=str))
+        raise ValueError(f"{file}: the recipe's domain is {domain!r} (bots.run_log.domain) but it holds {listed}")
+
+
 def read_reference_columns(
     files: Sequence[str], columns: Sequence[str], path: Sequence[str], index: TaskIndex
 ) -> np.ndarray:

@@ -60,6 +60,29 @@ from verl.workers.rollout.llm_server import LLMServerClient
 
 logger = logging.getLogger(__name__)
 
+_SETUP_ERRORS_SEEN: set[str] = set()
+
+
+def _is_setup_error(error: BaseException) -> bool:
+    """A reward that cannot score anything here (bubblewrap or math-verify missing), as opposed to one bad row.
+
+    Ray re-raises a remote error as a subclass of both ``RayTaskError`` and the original class, so ``isinstance``
+    sees the scorer's own exception type.
+    """
+    from bots_verl.rewards.sandbox import SandboxUnavailableError
+
+    return isinstance(error, SandboxUnavailableError | ImportError)
+
+
+def _report_setup_error(error: BaseException) -> None:
+    """Log a setup error once per process: its first line names what to install."""
+    cause = getattr(error, "cause", None) or error
+    message = str(cause).strip().splitlines()[0] if str(cause).strip() else repr(cause)
+    if message not in _SETUP_ERRORS_SEEN:
+        _SETUP_ERRORS_SEEN.add(message)
+        logger.error("the reward cannot score on this machine; the run stops: %s", message)
+
+
 __all__ = ["GroupedAgentLoopManager", "GroupedAgentLoopWorker", "MANAGER_CLASS", "SingleReplicaClient"]
 
 MANAGER_CLASS = "bots_verl.verl_cpu.agent_loop.GroupedAgentLoopManager"
@@ -343,6 +366,11 @@ class GroupedAgentLoopWorker(AgentLoopWorkerTQ.__ray_actor_class__):
             if len(scores) != len(outputs):
                 raise RuntimeError(f"compute_score_batch returned {len(scores)} results for {len(outputs)} rows")
         except Exception as e:
+            if _is_setup_error(e):
+                # the scorer cannot work here at all (no sandbox, no math-verify): scoring row by row would only repeat
+                # the error per rollout; every session fails with it and the run stops, said once per worker
+                _report_setup_error(e)
+                return [e] * len(sessions)
             # one failing row fails the whole call: score one by one so that only the sessions verl loses fail
             logger.warning("batched reward call failed (%r); scoring %d sessions one by one", e, len(sessions))
             return await self._score_each(sessions)

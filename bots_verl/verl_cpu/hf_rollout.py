@@ -22,6 +22,7 @@ from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutMode, RolloutReplica
 
 from bots_verl.verl_cpu.hf_server import HFRolloutServer, ServerSettings, server_actor_name
+from bots_verl.verl_cpu.known_answers import known_answers_path
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ def server_settings(config: Any, model_config: Any, replica_rank: int) -> Server
         stop_token_ids=tuple(sorted(stops)),
         pad_token_id=int(pad),
         ignore_eos=bool(config.ignore_eos),
+        known_answers=known_answers_path(getattr(config, "custom", None)),
     )
 
 

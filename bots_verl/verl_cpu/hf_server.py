@@ -71,6 +71,7 @@ class ServerSettings:
         stop_token_ids: end-of-sequence token ids.
         pad_token_id: padding token id.
         ignore_eos: keep generating past end-of-sequence tokens.
+        known_answers: a known-answer script (:mod:`.known_answers`): its prompts get scripted responses.
     """
 
     hf_config: Any
@@ -85,6 +86,7 @@ class ServerSettings:
     stop_token_ids: tuple[int, ...]
     pad_token_id: int
     ignore_eos: bool = False
+    known_answers: str | None = None
 
 
 @dataclasses.dataclass
@@ -139,6 +141,15 @@ class HFRolloutServer:
         self._runner: asyncio.Task | None = None
         self._lock: asyncio.Lock | None = None
         self.counters: Counter = Counter()
+        self.known = None
+        self._known_seen: Counter = Counter()
+        if settings.known_answers:
+            from transformers import AutoTokenizer
+
+            from bots_verl.verl_cpu.known_answers import KnownAnswers
+
+            self.known = KnownAnswers.load(settings.known_answers, AutoTokenizer.from_pretrained(settings.local_path))
+            logger.warning("hf rollout: known answers from %s stand in for the model's text", settings.known_answers)
 
     async def ready(self) -> bool:
         """Returns once the model is built (a handle for the replica to wait on)."""
@@ -203,6 +214,10 @@ class HFRolloutServer:
         if image_data is not None or video_data is not None or audio_data is not None:
             raise ValueError("the hf rollout is text-only")
         request = self._request(prompt_ids, dict(sampling_params))
+        if self.known is not None:
+            scripted = await self._known_answer(request)
+            if scripted is not None:
+                return scripted
         future = asyncio.get_running_loop().create_future()
         self._queue.append((request, future))
         if self._runner is None or self._runner.done():
@@ -211,6 +226,31 @@ class HFRolloutServer:
         return TokenOutput(
             token_ids=result.token_ids,
             log_probs=result.log_probs,
+            stop_reason="completed",
+            extra_fields={"global_steps": self.global_steps},
+        )
+
+    async def _known_answer(self, request: GenerationRequest) -> TokenOutput | None:
+        """The scripted response of a known-answer prompt (the k-th of this prompt at this weight version), or None."""
+        from bots_verl.verl_cpu.known_answers import teacher_forced_log_probs
+
+        entry = self.known.match(request.prompt_ids)
+        if entry is None:
+            return None
+        key = tuple(request.prompt_ids)
+        k = self._known_seen[key]
+        self._known_seen[key] += 1
+        ids = self.known.response_ids(entry, k, request.max_tokens)
+        log_probs = None
+        if request.logprobs:
+            async with self._batch_lock():
+                log_probs = await asyncio.to_thread(
+                    teacher_forced_log_probs, self.model, request.prompt_ids, ids, request.temperature
+                )
+        self.counters["known_answers"] += 1
+        return TokenOutput(
+            token_ids=ids,
+            log_probs=log_probs,
             stop_reason="completed",
             extra_fields={"global_steps": self.global_steps},
         )
@@ -274,6 +314,7 @@ class HFRolloutServer:
                 self.model.tie_weights()
             self.global_steps = global_steps
             self._occurrences.clear()
+            self._known_seen.clear()
             self.counters["weight_updates"] += 1
 
     def _tied(self, name: str) -> bool:

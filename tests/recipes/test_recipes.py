@@ -15,13 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from recipe_argv import RECIPES, compose, record, value
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
-from guru_fixtures import build_guru_dir  # noqa: E402
-from recipe_argv import RECIPES, compose, record, value  # noqa: E402
-
-from bots_verl.data.guru import prepare  # noqa: E402
-from bots_verl.runlog import PAPER_METHODS  # noqa: E402
+from bots_verl.data.guru import prepare
+from bots_verl.data.guru_fixture import build_guru_dir
+from bots_verl.runlog import PAPER_METHODS
 
 DOMAINS = ("math", "code", "logic")
 SIZES = ("1.5b", "7b")

@@ -1,4 +1,8 @@
-"""Tiny GURU-shaped parquet files with the real per-file schemas (guru.md §2), for the data-prep and recipe tests.
+"""Tiny GURU-shaped parquet files with the real per-file schemas (guru.md §2): the data-prep and recipe tests, the
+recipes' CPU mode and the CPU pipeline (``recipes/cpu_pipeline.sh``) train on them.
+
+``python -m bots_verl.data.guru_fixture OUT_DIR`` writes a miniature GURU copy (``train/``, ``online_eval/``) that
+``python -m bots_verl.data.guru --guru-dir OUT_DIR`` prepares like the real one.
 
 Each file keeps its own schema, as the released files do: the math file carries Big-Math leftovers
 (``source``, ``domain``, ``llama8b_solve_rate``, ``is_unique``, ``solution``), code files keep LeetCode/TACO columns,
@@ -91,6 +95,27 @@ def eval_math_file(path: Path, n: int, data_source: str, repeat: int = 1, with_r
         with_rates=with_rates,
     )
     return _write(path, cols)
+
+
+#: a correct program for the fixture's code problems, per GURU test style; the known-answer rollouts
+#: (:mod:`bots_verl.verl_cpu.known_answers`) answer with them. LeetCode's functional tests call ``Solution().total``
+#: (``List`` comes from the problem's ``prefix``); the stdin tests feed two integers and expect their sum.
+CALL_BASED_SOLUTION = "class Solution:\n    def total(self, nums: List[int]) -> int:\n        return sum(nums)\n"
+STDIN_SOLUTION = "import sys\n\nprint(sum(int(x) for x in sys.stdin.read().split()))\n"
+
+
+def code_solution(ground_truth: str) -> str:
+    """The correct program for a fixture code problem, from its ground truth (GURU's JSON test spec).
+
+    Raises:
+        ValueError: for tests the fixture does not write.
+    """
+    tests = json.loads(ground_truth)
+    if "functional" in tests and "Solution().total" in tests["functional"]:
+        return CALL_BASED_SOLUTION
+    if tests.get("inputs") == ["1 2\n"]:
+        return STDIN_SOLUTION
+    raise ValueError(f"not a guru_fixture code problem: {ground_truth[:200]!r}")
 
 
 def leetcode_file(path: Path, n: int = 3) -> Path:
@@ -226,3 +251,17 @@ def write_bad_math_train(guru: Path) -> Path:
     gts[7] = ""
     path = guru / "train" / "math__combined_54.4k.parquet"
     return math_file(path, n=n, weak=weak, strong=strong, prompts=prompts, gts=gts)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: write the miniature GURU copy."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out_dir")
+    args = parser.parse_args(argv)
+    print(build_guru_dir(Path(args.out_dir)))
+
+
+if __name__ == "__main__":
+    main()
