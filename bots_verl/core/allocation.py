@@ -70,7 +70,8 @@ def allocate_rollouts(alpha: np.ndarray, beta: np.ndarray, budget: int, *, floor
         alpha, beta: the selected tasks' posterior parameters.
         budget: rollouts to hand out this step (``B * n``).
         floor: rollouts every task gets at least.
-        cap: rollouts a task gets at most.
+        cap: rollouts a task gets at most; clamped to what the budget can give one task (``budget - floor * (k - 1)``),
+            so a huge cap costs no more memory or time than that.
 
     Returns:
         int64 rollouts per task, summing to ``min(budget, cap * k)``.
@@ -83,6 +84,9 @@ def allocate_rollouts(alpha: np.ndarray, beta: np.ndarray, budget: int, *, floor
         raise ValueError(f"need 1 <= floor <= cap, got floor={floor}, cap={cap}")
     if budget < floor * k:
         raise ValueError(f"a budget of {budget} rollouts cannot give {k} tasks {floor} each")
+    # no task can get more than the budget leaves once the others have their floor: a larger cap would only size the
+    # (k, cap + 1) arrays below (a cap of 4e6 took about 1 GB per array, every step)
+    cap = min(int(cap), budget - floor * (k - 1))
     extra = min(budget, cap * k) - floor * k
     sizes = np.full(k, floor, dtype=np.int64)
     if extra == 0 or cap == floor:
@@ -128,16 +132,23 @@ def posterior(
         alpha, beta: the selected tasks' posterior parameters.
         budget: the step's rollouts for these tasks (``tasks * n``); a multiple of the number of tasks.
         min_n: rollouts every task gets at least (2: a single rollout is never a mixed group); at most ``n``.
-        max_factor: a task gets at most ``max_factor * n`` rollouts (>= 1).
+        max_factor: a task gets at most ``max_factor * n`` rollouts (a finite number >= 1), and never more than the
+            budget can give one task (:func:`allocate_rollouts`).
 
     Raises:
-        ValueError: for a malformed posterior or budget, ``min_n`` outside ``[1, n]`` or ``max_factor < 1``.
+        ValueError: for a malformed posterior or budget, ``min_n`` outside ``[1, n]``, or ``max_factor`` below 1 or
+            not finite.
     """
     k = _check_budget(alpha, beta, budget)
     n = budget // k
     if isinstance(min_n, bool) or not isinstance(min_n, int | np.integer) or not 1 <= min_n <= n:
         raise ValueError(f"min_n must be an integer in [1, n={n}], got {min_n!r}")
-    if isinstance(max_factor, bool) or not isinstance(max_factor, int | float) or not max_factor >= 1:
-        raise ValueError(f"max_factor must be a number >= 1, got {max_factor!r}")
-    cap = max(n, int(np.floor(max_factor * n)))
+    if (
+        isinstance(max_factor, bool)
+        or not isinstance(max_factor, int | float | np.integer | np.floating)
+        or not 1 <= max_factor < np.inf
+    ):
+        raise ValueError(f"max_factor must be a finite number >= 1, got {max_factor!r}")
+    # the cap in rollouts, bounded by the budget before it becomes an int (max_factor * n may overflow a float)
+    cap = max(n, int(min(np.floor(float(max_factor) * n), budget)))
     return allocate_rollouts(np.asarray(alpha, float), np.asarray(beta, float), budget, floor=int(min_n), cap=cap)

@@ -78,8 +78,11 @@ class MethodSpec:
             raise ValueError("dapo_gen_factor must be > 0 and dapo_max_rounds >= 1")
         if self.alloc not in ALLOCATIONS:
             raise ValueError(f"alloc must be one of {ALLOCATIONS}, got {self.alloc!r}")
-        if self.alloc_floor < 1 or not self.alloc_max_factor >= 1:
-            raise ValueError("alloc_floor must be >= 1 and alloc_max_factor >= 1")
+        if self.alloc_floor < 1 or not 1 <= self.alloc_max_factor < float("inf"):
+            raise ValueError(
+                f"alloc_floor must be >= 1 and alloc_max_factor a finite number >= 1, got {self.alloc_floor!r} and "
+                f"{self.alloc_max_factor!r}"
+            )
         if self.alloc != "uniform" and self.dapo:
             raise ValueError(f"method {self.label!r}: alloc={self.alloc} and dapo=true do not combine")
 

@@ -115,3 +115,24 @@ def test_bad_input_is_refused(alpha, beta, budget, kw, message):
 def test_the_rules_are_listed_with_their_parameters():
     text = listing()
     assert "rollout allocations" in text and "posterior" in text and "min_n=2, max_factor=4.0" in text
+
+
+# ---- issue 34: max_factor is validated and the cap is clamped to what the budget can give one task
+@pytest.mark.parametrize("max_factor", [math.inf, -math.inf, math.nan])
+def test_a_max_factor_that_is_not_finite_is_refused(max_factor):
+    """``inf`` used to raise OverflowError (and crash the dry run) instead of a ValueError naming the parameter."""
+    with pytest.raises(ValueError, match=r"max_factor must be a finite number >= 1, got"):
+        ROLLOUT_ALLOCATIONS["posterior"](np.ones(2), np.ones(2), 8, max_factor=max_factor)
+
+
+@pytest.mark.parametrize("max_factor", [1e6, 1e18, 10**30, np.float64(1e300)])
+def test_a_huge_max_factor_is_clamped_to_what_the_budget_can_give_a_task(max_factor):
+    """1e18 used to raise "array is too big"; 1e6 allocated about 1 GB per array at every step."""
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(0.2, 5.0, 16), rng.uniform(0.2, 5.0, 16)
+    budget = 16 * 8
+    most = budget - 2 * 15  # every other task keeps its floor of 2
+    expected = ROLLOUT_ALLOCATIONS["posterior"](a, b, budget, max_factor=most / 8)
+    sizes = ROLLOUT_ALLOCATIONS["posterior"](a, b, budget, max_factor=max_factor)
+    assert sizes.tolist() == expected.tolist() and sizes.sum() == budget
+    assert allocate_rollouts(a, b, budget, floor=2, cap=10**18).tolist() == expected.tolist()

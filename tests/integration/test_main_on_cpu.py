@@ -72,6 +72,11 @@ def test_dry_run_warns_for_paths_only_on_the_cluster(caplog):
         ("bots.rollout_allocation.mode=posterior bots.selector=random", "Beta posterior"),
         ("bots.rollout_allocation.mode=posterior bots.rollout_allocation.min_n=99", "min_n"),
         ("bots.rollout_allocation.mode=posterior bots.rollout_allocation.max_factor=0.5", "max_factor"),
+        # issue 34: inf raised OverflowError and crashed the dry run
+        (
+            "bots.rollout_allocation.mode=posterior bots.rollout_allocation.max_factor=inf",
+            r"bots.rollout_allocation \(posterior, rollout.n=\d+\): max_factor must be a finite number >= 1, got inf",
+        ),
         ("bots.rollout_allocation.mode=posterior trainer.v1.trainer_mode=colocate_async", "sync trainer only"),
     ],
 )

@@ -86,3 +86,9 @@ def test_allocation_in_the_loop():
         parse_method("x=bots:alloc=posterior,dapo=true")
     with pytest.raises(ValueError, match="alloc must be one of"):
         parse_method("x=bots:alloc=knapsack")
+
+
+def test_an_alloc_max_factor_that_is_not_finite_is_refused():
+    """Issue 34: ``alloc_max_factor=inf`` passed the check and raised OverflowError in the loop."""
+    with pytest.raises(ValueError, match=r"alloc_max_factor a finite number >= 1, got 2 and inf"):
+        parse_method("x=bots:alloc=posterior,alloc_max_factor=inf")
