@@ -47,6 +47,7 @@ __all__ = [
 CPU_PROFILE = Path(__file__).resolve().parent.parent / "config" / "cpu_backend.yaml"
 MODULE = "bots_verl.verl_cpu.register"
 MIN_RAY_CPUS = 8
+LOOPBACK = "127.0.0.1"
 
 
 def uses_cpu_backend(config: DictConfig) -> bool:
@@ -152,6 +153,10 @@ def set_ray_init(config: DictConfig, env: dict[str, str]) -> None:
         if address is None:
             ray_init.num_cpus = max(MIN_RAY_CPUS, int(ray_init.get("num_cpus", None) or 0))
             ray_init.num_gpus = ranks
+            # the CPU backend runs on one machine: its cluster listens on the loopback address only, never on a
+            # network interface (ray.init's private but stable keyword; `ray start --node-ip-address` does the same)
+            if ray_init.get("_node_ip_address", None) is None:
+                ray_init._node_ip_address = LOOPBACK
         elif ray_init.get("num_cpus", None) is not None or ray_init.get("num_gpus", None) is not None:
             raise ValueError(
                 f"RAY_ADDRESS={address} attaches this run to a running Ray cluster, whose resources are fixed: "
