@@ -24,9 +24,11 @@ import os
 import secrets
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from types import ModuleType, TracebackType
+from typing import IO
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +78,8 @@ class SharedRayCluster:
         self.startup_s: float | None = None
         self._token = secrets.token_hex(32)
         self._proc: subprocess.Popen[str] | None = None
+        # the head's stderr: read back when it fails (Ray's own reason), dropped with the file when it stops
+        self._stderr: IO[str] | None = None
 
     @property
     def env(self) -> dict[str, str]:
@@ -93,16 +97,18 @@ class SharedRayCluster:
         """Start the head process and wait until it reports the cluster's address.
 
         Raises:
-            RuntimeError: if the head exits or does not report within ``start_timeout``.
+            RuntimeError: if the head exits or does not report within ``start_timeout``; the message ends with the
+                end of the head's stderr (Ray's own reason).
         """
         env = {k: v for k, v in os.environ.items() if k != _ADDRESS_ENV}
         env.update({_AUTH_MODE_ENV: "token", _AUTH_TOKEN_ENV: self._token})
         begin = time.monotonic()
+        self._stderr = tempfile.TemporaryFile("w+", prefix="bots-ray-head-", suffix=".stderr")
         self._proc = subprocess.Popen(
             [sys.executable, "-m", __name__, "--num-cpus", str(self.num_cpus), "--num-gpus", str(self.num_gpus)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=self._stderr,
             env=env,
             text=True,
         )
@@ -118,7 +124,8 @@ class SharedRayCluster:
                     self._proc = None
                     raise RuntimeError(
                         f"the shared Ray cluster's head exited with {code} before it was ready "
-                        f"(killed after {self.start_timeout:.0f} s if negative)"
+                        f"(killed after {self.start_timeout:.0f} s if negative); its stderr ends with:\n"
+                        f"{self._stderr_tail()}"
                     )
                 if line.startswith(_READY_PREFIX):
                     self.address = line[len(_READY_PREFIX) :].strip()
@@ -133,6 +140,19 @@ class SharedRayCluster:
             self.startup_s,
         )
         return self
+
+    def _stderr_tail(self, chars: int = 4000) -> str:
+        """The end of the head's stderr, then the file is closed (only called once the head is gone)."""
+        if self._stderr is None:
+            return "(not captured)"
+        try:
+            self._stderr.flush()
+            self._stderr.seek(0)
+            text = self._stderr.read()
+        finally:
+            self._stderr.close()
+            self._stderr = None
+        return text[-chars:].strip() or "(nothing)"
 
     def wait_idle(self, timeout: float = 180.0) -> None:
         """Block until the previous run's actors are gone and every logical resource is free again.
@@ -152,6 +172,9 @@ class SharedRayCluster:
     def stop(self, timeout: float = 60.0) -> None:
         """Stop the cluster: close the head's stdin (it shuts Ray down), then terminate it if it lingers."""
         proc, self._proc, self.address = self._proc, None, None
+        stderr, self._stderr = self._stderr, None
+        if stderr is not None:
+            stderr.close()
         if proc is None:
             return
         try:
@@ -183,7 +206,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import ray
 
-    context = ray.init(num_cpus=args.num_cpus, num_gpus=args.num_gpus, include_dashboard=False, log_to_driver=False)
+    # address="local": always a new cluster. Without it ray.init attaches to the address in
+    # /tmp/ray/ray_current_cluster, which a killed `ray start --block` leaves behind (then it fails, or joins a
+    # cluster that is not ours).
+    context = ray.init(
+        address="local",
+        num_cpus=args.num_cpus,
+        num_gpus=args.num_gpus,
+        include_dashboard=False,
+        log_to_driver=False,
+    )
     print(_READY_PREFIX + context.address_info["gcs_address"], flush=True)
     try:
         # one command per line from the owner; the loop ends when the owner closes the pipe or dies
