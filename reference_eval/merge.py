@@ -367,6 +367,24 @@ def _merge_locked(
         )
     id_keys = {record_key(t) for t in ids}
     unknown = [rec["task_id"] for key, rec in by_id.items() if key not in id_keys]
+    # Ids are matched with their type (1 and "1" are different tasks), so results collected with string ids against
+    # a parquet of integer ids (or the other way round) match no row: every value would be NaN, silently.
+    as_text = {str(t): t for t in ids}
+    retyped = [t for t in unknown if str(t) in as_text and type(as_text[str(t)]) is not type(t)]
+    if retyped:
+        theirs, ours = type(retyped[0]).__name__, type(as_text[str(retyped[0])]).__name__
+        raise ResultsError(
+            f"{len(retyped)} result task ids are {theirs}s where {data_path}'s id column {id_column!r} holds {ours}s "
+            f"(e.g. {retyped[:3]} against {[as_text[str(t)] for t in retyped[:3]]}): ids match with their type, so "
+            f"those rows would all be NaN. Collect the results from this parquet (or one with the same id column), "
+            f"or give --id-column the column the results were collected with"
+        )
+    if by_id and ids and not id_keys & by_id.keys():
+        raise ResultsError(
+            f"none of the {len(by_id)} results matches a row of {data_path} by its id column {id_column!r} "
+            f"(result ids e.g. {unknown[:3]}, row ids e.g. {ids[:3]}): the column would be all NaN. Are the results "
+            f"of another dataset, or collected with another --id-column?"
+        )
     # Malformed prompts hash to ""; they are not duplicates of each other.
     dup_groups = duplicate_prompt_groups([h or f"row{i}" for i, h in enumerate(hashes)]) if hashes is not None else []
 

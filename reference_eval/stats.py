@@ -1,9 +1,12 @@
 """``stats``: what to look at before trusting a pass-rate column.
 
 Per column: count, NaN count, mean, spread, quantiles, the share of exact 0 and 1 (tasks the reference never or
-always solves carry little information for the interpolation), and a histogram PNG. Across columns given in weak →
-strong order: Pearson and Spearman correlation and, for each pair, the number of rows where the weaker reference
-scores higher than the stronger one (some are sampling noise; many mean the order or a column is wrong).
+always solves carry little information for the interpolation), and a histogram PNG. Values that are not pass rates
+(outside [0, 1], or infinite) are counted as ``out_of_range``, left out of the statistics and reported with a
+warning naming the file, the column and the first rows (``warnings`` in the result, ``WARNING`` lines in the text).
+Across columns given in weak → strong order: Pearson and Spearman correlation and, for each pair, the number of rows
+where the weaker reference scores higher than the stronger one (some are sampling noise; many mean the order or a
+column is wrong).
 """
 
 from __future__ import annotations
@@ -45,12 +48,14 @@ def column_summary(values: np.ndarray) -> dict[str, Any]:
     Returns:
         A JSON-ready dict (``None`` where a statistic is undefined because no value is present).
     """
-    ok = values[~np.isnan(values)]
-    out: dict[str, Any] = {"rows": int(values.size), "nan": int(values.size - ok.size)}
+    present = values[~np.isnan(values)]
+    bad = (present < 0) | (present > 1)  # infinities included
+    ok = present[~bad]  # the statistics are of pass rates only: one 1.7 or inf would bend (or break) every one
+    out: dict[str, Any] = {"rows": int(values.size), "nan": int(values.size - present.size)}
     if ok.size == 0:
         out.update({k: None for k in ("mean", "std", "min", "q25", "median", "q75", "max", "share_0", "share_1")})
         out["grid_n"] = None
-        out["out_of_range"] = 0
+        out["out_of_range"] = int(bad.sum())
         return out
     q = np.quantile(ok, [0.25, 0.5, 0.75])
     out.update(
@@ -64,7 +69,7 @@ def column_summary(values: np.ndarray) -> dict[str, Any]:
         share_0=float(np.mean(ok == 0.0)),
         share_1=float(np.mean(ok == 1.0)),
         grid_n=_grid(ok),
-        out_of_range=int(np.sum((ok < 0) | (ok > 1))),
+        out_of_range=int(bad.sum()),
     )
     return out
 
@@ -148,9 +153,29 @@ def compute_stats(
         except (TypeError, ValueError) as err:
             raise DataError(f"column {name!r} is not numeric ({col.type})") from err
     df = pd.DataFrame(frame)
-    result: dict[str, Any] = {"file": str(data_path), "rows": table.num_rows, "columns": {}, "pairs": [], "plots": []}
+    result: dict[str, Any] = {
+        "file": str(data_path),
+        "rows": table.num_rows,
+        "columns": {},
+        "pairs": [],
+        "plots": [],
+        "warnings": [],
+    }
     for name in columns:
-        result["columns"][name] = column_summary(df[name].to_numpy())
+        values = df[name].to_numpy()
+        result["columns"][name] = column_summary(values)
+        rows = np.flatnonzero(~np.isnan(values) & ((values < 0) | (values > 1)))
+        if rows.size:
+            shown = ", ".join(f"row {int(r)}: {values[r]:g}" for r in rows[:5])
+            warning = (
+                f"{data_path}: column {name!r} has {rows.size} values that are not pass rates in [0, 1] ({shown}"
+                f"{', ...' if rows.size > 5 else ''}); they are left out of its statistics. Was the column computed "
+                "from counts of another file, or is it not a pass rate?"
+            )
+            logger.warning("%s", warning)
+            result["warnings"].append(warning)
+    # correlations and pairs over the pass rates only, as the summaries
+    df = df.where((df >= 0) & (df <= 1))
 
     def corr(method: str) -> dict[str, dict[str, float | None]]:
         c = df.corr(method=method) if len(columns) > 1 else pd.DataFrame()
@@ -193,6 +218,7 @@ def format_stats(result: dict[str, Any]) -> str:
         return "-" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))
 
     lines = [f"{result['file']}: {result['rows']} rows"]
+    lines += [f"WARNING: {w}" for w in result.get("warnings", [])]
     keys = ("nan", "mean", "std", "min", "median", "max", "share_0", "share_1", "grid_n")
     width = max(len(c) for c in result["columns"]) + 2
     lines.append("column".ljust(width) + "".join(k.rjust(9) for k in keys))
