@@ -17,11 +17,12 @@ from __future__ import annotations
 from typing import Any
 
 # Importing the modules registers their entries: the paper's selectors and baselines, then what lies beyond the paper
-# (the ``irt`` evidence, ``bots_plus`` and ``greso``).
+# (the ``irt`` evidence, ``bots_plus`` and ``greso``), and the toy testbed's ceiling (``pass_rate_oracle``, issue 38).
 from bots_verl.core import baseline_selectors as _baseline_selectors  # noqa: F401
 from bots_verl.core import bots_plus as _bots_plus  # noqa: F401
 from bots_verl.core import greso as _greso  # noqa: F401
 from bots_verl.core import irt_evidence as _irt_evidence  # noqa: F401
+from bots_verl.core import oracle as _oracle  # noqa: F401
 from bots_verl.core.allocation import ROLLOUT_ALLOCATIONS
 from bots_verl.core.beta_selectors import BetaPosteriorSelector
 from bots_verl.core.evidence import EVIDENCE, ImplicitEvidence
