@@ -122,8 +122,9 @@ class PassRateOracleSelector(Selector):
         return self._source
 
     def _read_truth(self) -> None:
+        source = self._truth_source()
         t0 = time.perf_counter()
-        reading = self._truth_source()()
+        reading = source()
         probs, version = reading if isinstance(reading, tuple) else (reading, None)
         self.observe_truth(probs, version)
         self._truth_ms = (time.perf_counter() - t0) * 1e3

@@ -56,6 +56,13 @@ ALL_SELECTORS = ("random", "offline_easy2hard", "mopps", "implicit_only", "bots"
 # the step is refilled until it holds train_batch_size mixed groups (every generated rollout counts in bots/rollouts)
 _DYNAMIC_SAMPLING = ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=acc")
 
+# the oracle's truth source reads the run's own pool, temperature and response budget (hydra resolves the references)
+_ORACLE = (
+    "+bots.hparams.truth_source=bots_verl.toy.oracle:RolloutServerTruth",
+    "+bots.hparams.truth_args={data:${data.train_files},temperature:${actor_rollout_ref.rollout.temperature},"
+    "response_length:${data.max_response_length}}",
+)
+
 #: arms that are a selector plus verl settings (name -> selector, overrides); any other arm is a registered selector
 VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     # DAPO-DS (arXiv 2503.14476): Random order with dynamic sampling, the baseline most verl users run
@@ -66,6 +73,9 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "bots_async": ("bots", ("trainer.v1.trainer_mode=colocate_async",)),
     # ours (issue 24): the warm start with each step's rollouts split by its posterior (bots_verl/core/allocation.py)
     "bots_warm_alloc": ("bots_warm", ("bots.rollout_allocation.mode=posterior",)),
+    # the ceiling (issue 38, item 1): every step the B tasks nearest p* = 0.5 of the true pass rates, computed exactly
+    # on the rollout server's weights (those that generate the step's rollouts; bots_verl/toy/oracle.py)
+    "oracle": ("pass_rate_oracle", _ORACLE),
 }
 
 
