@@ -40,12 +40,19 @@ final accuracy over those the peer spent to reach the same accuracy (the ratio o
 the baseline's denominator), with both intervals; undefined where either never reached it. This is how "≤ 0.5 of
 DAPO-DS's rollouts" is judged (:func:`peer_ratios`).
 
+**Share of the ceiling's step saving** (``--ceiling oracle``, issue 38): per seed, ``(1 - TTB_arm) / (1 - TTB_oracle)``
+at TTB(100%), the part of the steps the ceiling saves over the baseline that the arm saves too (1: as much as the
+oracle, 0: none; undefined where either never reached the target or the oracle saved no steps), with both intervals,
+the share of the mean savings ``(1 - mean TTB_arm) / (1 - mean TTB_oracle)``, and the ceiling's ETR
+(:func:`ceiling_shares`).
+
 Usage::
 
     python -m analysis.paired runs/toy                          # markdown on stdout
     python -m analysis.paired runs/toy/summary.json --baseline random --out runs/toy
     # --out writes paired.md, paired.json and figures/toy_paired.png
     python -m analysis.paired runs/beyond --peers dapo_ds greso_ds    # adds the rollouts against each peer
+    python -m analysis.paired runs/toy --ceiling oracle    # adds every arm's share of the oracle's step saving
 """
 
 from __future__ import annotations
@@ -71,6 +78,7 @@ from bots_verl.core import metrics as core
 
 __all__ = [
     "BASELINE",
+    "CeilingShare",
     "FIGURE_KEYS",
     "STATISTICS",
     "Comparison",
@@ -79,6 +87,9 @@ __all__ = [
     "RunRecord",
     "StatSpec",
     "bootstrap_interval",
+    "ceiling_shares",
+    "ceiling_to_dict",
+    "ceiling_to_markdown",
     "compare",
     "compare_all",
     "final_gain",
@@ -661,6 +672,151 @@ def peers_to_dict(ratios: Sequence[PeerRatio]) -> list[dict[str, Any]]:
     ]
 
 
+@dataclass
+class CeilingShare:
+    """One selector's share of the ceiling's step saving over the baseline, paired by seed (issue 38).
+
+    Attributes:
+        values: per seed both have, ``(1 - TTB_selector) / (1 - TTB_ceiling)`` at TTB(100%) (NaN where undefined).
+        reasons: per seed without a value, why.
+        t: mean and Student-t interval over the seeds with a value.
+        bootstrap: the percentile bootstrap interval of the same mean.
+        of_means: ``(1 - mean TTB_selector) / (1 - mean TTB_ceiling)`` over the seeds with a value.
+        etr: the selector's mean per-step ETR over those seeds (NaN without run logs).
+        ceiling_etr: the ceiling's, over the same seeds.
+    """
+
+    selector: str
+    ceiling: str
+    values: dict[int, float]
+    reasons: dict[int, str]
+    t: core.Interval
+    bootstrap: tuple[float, float]
+    of_means: float
+    etr: float
+    ceiling_etr: float
+
+
+def _mean_etr(comp: Comparison, seeds: Sequence[int]) -> float:
+    """The selector's mean per-step ETR over ``seeds`` (the selector side of its ETR Δ), NaN where not logged."""
+    parts = comp.stats["etr_diff"].parts
+    own = [parts[s][0] for s in seeds if s in parts and math.isfinite(parts[s][0])]
+    return float(np.mean(own)) if own and len(own) == len(seeds) else math.nan
+
+
+def ceiling_shares(comparisons: Sequence[Comparison], ceiling: str, key: str = "ttb100") -> list[CeilingShare]:
+    """Every other selector's share of ``ceiling``'s step saving, seed by seed (module docstring).
+
+    Raises:
+        ValueError: the ceiling is not among the comparisons, or a selector shares no seed with it.
+    """
+    by_name = {c.selector: c for c in comparisons}
+    if ceiling not in by_name:
+        raise ValueError(f"ceiling {ceiling!r} is not among the compared selectors {sorted(by_name)}")
+    top = by_name[ceiling].stats[key]
+    out = []
+    for comp in comparisons:
+        if comp.selector == ceiling:
+            continue
+        seeds = sorted(set(comp.seeds) & set(by_name[ceiling].seeds))
+        if not seeds:
+            raise ValueError(f"{comp.selector} and {ceiling} share no seed")
+        own = comp.stats[key]
+        values, reasons = {}, {}
+        for seed in seeds:
+            a, b = own.values[seed], top.values[seed]
+            if not math.isfinite(a):
+                reasons[seed] = f"{comp.selector}: {own.reasons.get(seed, 'not defined')}"
+            elif not math.isfinite(b):
+                reasons[seed] = f"{ceiling}: {top.reasons.get(seed, 'not defined')}"
+            elif b >= 1.0:
+                reasons[seed] = f"{ceiling} saved no steps (TTB {b:.2f})"
+            values[seed] = (1.0 - a) / (1.0 - b) if seed not in reasons else math.nan
+        column = [values[s] for s in seeds]
+        both = [s for s in seeds if s not in reasons]
+        saved = 1.0 - float(np.mean([top.values[s] for s in both])) if both else math.nan
+        of_means = (1.0 - float(np.mean([own.values[s] for s in both]))) / saved if both and saved > 0 else math.nan
+        c0 = comparisons[0]
+        out.append(
+            CeilingShare(
+                comp.selector,
+                ceiling,
+                values,
+                reasons,
+                core.interval(column, c0.level),
+                bootstrap_interval(column, c0.level, c0.resamples, c0.rng_seed),
+                of_means,
+                _mean_etr(comp, both),
+                _mean_etr(by_name[ceiling], both),
+            )
+        )
+    return out
+
+
+def ceiling_to_markdown(shares: Sequence[CeilingShare], baseline: str, level: float = 0.95) -> str:
+    """The :func:`ceiling_shares` table in markdown."""
+    if not shares:
+        return "No selector to compare with the ceiling.\n"
+    ceiling = shares[0].ceiling
+    spec = StatSpec("share", "share", "ratio", "higher", 2)
+    rows = [
+        [
+            r.selector,
+            ", ".join(f"{s}: {_fmt(v, spec)}" for s, v in r.values.items()),
+            _fmt(r.t.mean, spec),
+            _fmt_pair(r.t.lo, r.t.hi, spec),
+            _fmt_pair(*r.bootstrap, spec),
+            _fmt(r.of_means, spec),
+            _fmt(r.etr, spec),
+            _fmt(r.ceiling_etr, spec),
+            "; ".join(f"seed {s} {why}" for s, why in r.reasons.items()),
+        ]
+        for r in shares
+    ]
+    grid = render.Grid(
+        f"Share of {ceiling}'s step saving over {baseline}",
+        [
+            "selector",
+            "per seed",
+            "mean",
+            f"{level:.0%} t",
+            f"{level:.0%} bootstrap",
+            "share of mean savings",
+            "ETR",
+            f"{ceiling} ETR",
+            "seeds without a value",
+        ],
+        rows,
+        [
+            f"Per seed, (1 − TTB_selector) / (1 − TTB_{ceiling}) at TTB(100%) against {baseline}: the part of the "
+            f"steps {ceiling} saves that the selector saves too (1: as many, 0: none, < 0: slower than {baseline}). "
+            "Share of mean savings: the same with each TTB's mean over the seeds with a value. ETR: mean per-step "
+            "effective task ratio over those seeds (run logs)."
+        ],
+    )
+    return render.to_markdown(grid)
+
+
+def ceiling_to_dict(shares: Sequence[CeilingShare]) -> list[dict[str, Any]]:
+    """A JSON-able form of :func:`ceiling_shares`."""
+    return [
+        {
+            "selector": r.selector,
+            "ceiling": r.ceiling,
+            "per_seed": {str(s): _num(v) for s, v in r.values.items()},
+            "undefined": {str(s): why for s, why in r.reasons.items()},
+            "n": r.t.n,
+            "mean": _num(r.t.mean),
+            "t": {"lo": _num(r.t.lo), "hi": _num(r.t.hi)},
+            "bootstrap": {"lo": _num(r.bootstrap[0]), "hi": _num(r.bootstrap[1])},
+            "share_of_mean_savings": _num(r.of_means),
+            "etr": _num(r.etr),
+            "ceiling_etr": _num(r.ceiling_etr),
+        }
+        for r in shares
+    ]
+
+
 # ------------------------------------------------------------------------------------------------------ output
 def _num(x: float) -> float | None:
     """JSON has no NaN or infinity: those become null (the reason is reported next to them)."""
@@ -907,6 +1063,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--peers", nargs="+", default=[], help="also the rollouts of every other selector over each of these peers'"
     )
+    p.add_argument(
+        "--ceiling", help="also every other selector's share of this one's step saving (e.g. oracle; issue 38)"
+    )
     p.add_argument("--out", type=Path, help="write paired.md, paired.json and figures/toy_paired.png here")
     p.add_argument("--level", type=float, default=0.95)
     p.add_argument("--resamples", type=int, default=RESAMPLES, help="bootstrap resamples")
@@ -925,6 +1084,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         records = load_benchmark(args.path, args.curve)
         comparisons = compare_all(records, args.baseline, args.selectors, args.level, args.resamples, args.rng_seed)
         ratios = peer_ratios(comparisons, args.peers) if args.peers else []
+        shares = ceiling_shares(comparisons, args.ceiling) if args.ceiling else []
     except (LoadError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -933,6 +1093,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if ratios:
         text += "\n" + peers_to_markdown(ratios, args.baseline, args.level)
         summary["peers"] = peers_to_dict(ratios)
+    if shares:
+        text += "\n" + ceiling_to_markdown(shares, args.baseline, args.level)
+        summary["ceiling"] = ceiling_to_dict(shares)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "paired.md").write_text(text)
