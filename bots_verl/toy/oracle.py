@@ -21,14 +21,19 @@ for ``top_p = 1`` and no ``top_k`` (the benchmark's settings) and a response bud
 ``</s>`` (checked when ``response_length`` is given). The pool is batched by sequence length (less padding than
 :func:`~bots_verl.toy.likelihood.answer_stats`' dataset order, ~40% less time here; the values agree to ~1e-6).
 
-**Cost.** One forward pass over the pool per step in the rollout server's single thread: 3 to 5 s for the full
-pool's 2352 tasks on a loaded 2-core machine (``bots/oracle/truth_ms``, and ``bots/select_ms`` which includes it);
-README "Toy testbed" and ``bots_verl/toy/README.md`` give the measurement.
+**Cost.** One forward pass over the pool per step in the rollout server's single thread, logged per step as
+``bots/oracle/truth_ms`` (``bots/select_ms`` includes it). ``python -m bots_verl.toy.oracle --data
+runs/toy/data/pool.parquet --model runs/toy/data/models/policy`` measures it the same way outside a run
+(:func:`measure`); the figures are in ``bots_verl/toy/README.md``.
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
+import os
+import statistics
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,7 +47,7 @@ from bots_verl.toy.tokenizer import encode
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RolloutServerTruth", "exact_pass_rates", "pool_problems", "server_pass_rates"]
+__all__ = ["RolloutServerTruth", "exact_pass_rates", "main", "measure", "pool_problems", "server_pass_rates"]
 
 #: problems per forward pass of the length-sorted pool (256 was the fastest of 256/512/1024 on the full pool)
 BATCH_SIZE = 256
@@ -193,3 +198,51 @@ class RolloutServerTruth:
         )
         logger.debug("oracle: pass rates of weight version %s in %.0f ms", version, self.compute_ms)
         return np.asarray(probs, dtype=np.float64), version
+
+
+def measure(data: str | Sequence[str], model_dir: str | Path, repeat: int = 7, temperature: float = 1.0) -> dict:
+    """Seconds :func:`exact_pass_rates` takes over the pool in one thread, as the rollout server runs it each step.
+
+    Returns:
+        ``{"tasks", "median_s", "min_s", "max_s", "loadavg"}`` (the machine's 1/5/15-minute load averages after).
+    """
+    import torch
+
+    from bots_verl.toy.likelihood import load_model
+
+    torch.set_num_threads(1)  # the server's setting (bots_verl.verl_cpu.hf_server)
+    problems = pool_problems(data)
+    model = load_model(model_dir)
+    exact_pass_rates(model, problems[:BATCH_SIZE], temperature)  # warm-up
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        exact_pass_rates(model, problems, temperature)
+        times.append(time.perf_counter() - t0)
+    return {
+        "tasks": len(problems),
+        "median_s": statistics.median(times),
+        "min_s": min(times),
+        "max_s": max(times),
+        "loadavg": os.getloadavg(),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m bots_verl.toy.oracle --data POOL --model POLICY``: the oracle's per-step cost on that pool."""
+    parser = argparse.ArgumentParser(prog="python -m bots_verl.toy.oracle", description=main.__doc__)
+    parser.add_argument("--data", required=True, help="the pool: train.parquet or pool.parquet of a toy build")
+    parser.add_argument("--model", required=True, help="a toy policy (e.g. runs/toy/data/models/policy)")
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args(argv)
+    out = measure(args.data, args.model, args.repeat)
+    load = ", ".join(f"{x:.1f}" for x in out["loadavg"])
+    print(
+        f"oracle pass rates of {out['tasks']} tasks, one thread: median {out['median_s']:.2f} s "
+        f"(min {out['min_s']:.2f}, max {out['max_s']:.2f}) over {args.repeat}; load average {load}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -12,6 +12,7 @@ import pytest
 
 from bots_verl import runlog
 from bots_verl.integration.sampler import checkpoint_sampler_state
+from bots_verl.toy import oracle
 from bots_verl.toy.benchmark import PROFILES, VARIANTS, arm_settings, training_overrides
 from bots_verl.toy.evaluate import load_actor
 from bots_verl.toy.likelihood import answer_stats, load_model
@@ -65,6 +66,9 @@ def test_exact_pass_rates_are_the_likelihood_evaluation(data: Path) -> None:
         pool_problems(data / "train.parquet", response_length=2)
     with pytest.raises(ValueError, match="the selector's pool has"):
         RolloutServerTruth(len(problems) + 1, data=str(data / "train.parquet"))
+    # the per-step cost, measured as the server computes it
+    args = ["--data", str(data / "train.parquet"), "--model", str(data / "models" / "policy"), "--repeat", "1"]
+    assert oracle.main(args) == 0
 
 
 def test_every_selection_sees_the_weights_that_generate_its_rollouts(data: Path, run: Path) -> None:
