@@ -66,6 +66,6 @@ for domain in $DOMAINS; do
 done
 
 say "4/4 tables: the main table from the run logs"
-"$PYTHON" -m analysis.tables --runs "$WORK/runs" --methods paper --format md --out "$WORK/table_main.md"
+"$PYTHON" -m analysis.tables --runs "$WORK/runs" --methods random bots --format md --out "$WORK/table_main.md"
 cat "$WORK/table_main.md"
 say "done in $((SECONDS - start)) s: $WORK/table_main.md"

@@ -157,6 +157,10 @@ def set_ray_init(config: DictConfig, env: dict[str, str]) -> None:
             # network interface (ray.init's private but stable keyword; `ray start --node-ip-address` does the same)
             if ray_init.get("_node_ip_address", None) is None:
                 ray_init._node_ip_address = LOOPBACK
+            # a new cluster of its own: a stale ray_current_cluster file left by a killed `ray start` must not make
+            # ray.init try to attach to a cluster that is gone
+            if ray_init.get("address", None) is None:
+                ray_init.address = "local"
         elif ray_init.get("num_cpus", None) is not None or ray_init.get("num_gpus", None) is not None:
             raise ValueError(
                 f"RAY_ADDRESS={address} attaches this run to a running Ray cluster, whose resources are fixed: "
