@@ -27,6 +27,7 @@ export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=${OMP_NUM_T
 mkdir -p "$WORK"
 WORK=$(cd "$WORK" && pwd)
 start=$SECONDS
+trap 'echo "cpu_pipeline failed at line $LINENO; logs in $WORK" >&2' ERR
 say() { echo "[cpu_pipeline $((SECONDS - start))s] $*" >&2; }
 
 say "1/4 data: a miniature GURU copy and the data prep"
@@ -34,7 +35,9 @@ rm -rf "$WORK/guru" "$WORK/data"
 "$PYTHON" -m bots_verl.data.guru_fixture "$WORK/guru" >/dev/null
 "$PYTHON" -m bots_verl.data.guru --guru-dir "$WORK/guru" --out-dir "$WORK/data" 2>"$WORK/prep.log"
 
-say "2/4 reference columns: two tiny reference models, collect, merge, stats"
+say "2/4 reference columns: two tiny reference models, collect, merge, stats (log: $WORK/refs.log)"
+mkdir -p "$WORK/refs"
+: >"$WORK/refs.log"
 "$PYTHON" -m bots_verl.verl_cpu.tiny_model "$WORK/models/weak" --seed 1 --hidden-size 32 >/dev/null
 "$PYTHON" -m bots_verl.verl_cpu.tiny_model "$WORK/models/strong" --seed 2 --hidden-size 64 >/dev/null
 for domain in $DOMAINS; do
@@ -42,9 +45,9 @@ for domain in $DOMAINS; do
     for ref in weak strong; do
         "$PYTHON" -m reference_eval collect --backend transformers --device cpu --data "$train" \
             --model "$WORK/models/$ref" --out "$WORK/refs/${domain}_$ref.jsonl" -n "$SAMPLES" --max-tokens 48 \
-            --no-progress
+            --no-progress >>"$WORK/refs.log" 2>&1
         "$PYTHON" -m reference_eval merge --data "$train" --results "$WORK/refs/${domain}_$ref.jsonl" \
-            --column "tiny_${ref}_pass_rate" --in-place
+            --column "tiny_${ref}_pass_rate" --in-place >>"$WORK/refs.log" 2>&1
     done
     "$PYTHON" -m reference_eval stats --data "$train" --columns tiny_weak_pass_rate tiny_strong_pass_rate \
         --out-dir "$WORK/refs/stats_$domain" >/dev/null
