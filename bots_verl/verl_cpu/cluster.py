@@ -40,6 +40,7 @@ _AUTH_MODE_ENV = "RAY_AUTH_MODE"
 _AUTH_TOKEN_ENV = "RAY_AUTH_TOKEN"
 _READY_PREFIX = "BOTS_RAY_ADDRESS="
 _IDLE = "IDLE"
+LOOPBACK = "127.0.0.1"
 #: TransferQueue's controller: its fixed name and namespace are why a cluster serves one run at a time
 _TQ_CONTROLLER = ("TransferQueueController", "transfer_queue")
 
@@ -215,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         num_gpus=args.num_gpus,
         include_dashboard=False,
         log_to_driver=False,
+        # one machine: listen on the loopback address only, never on a network interface
+        _node_ip_address=LOOPBACK,
     )
     print(_READY_PREFIX + context.address_info["gcs_address"], flush=True)
     try:

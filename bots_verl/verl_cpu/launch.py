@@ -26,7 +26,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from bots_verl.verl_cpu.cluster import attached_address
+from bots_verl.verl_cpu.cluster import LOOPBACK, attached_address
 from bots_verl.verl_cpu.hooks import TRAIN_THREADS_ENV
 
 logger = logging.getLogger(__name__)
@@ -47,7 +47,6 @@ __all__ = [
 CPU_PROFILE = Path(__file__).resolve().parent.parent / "config" / "cpu_backend.yaml"
 MODULE = "bots_verl.verl_cpu.register"
 MIN_RAY_CPUS = 8
-LOOPBACK = "127.0.0.1"
 
 
 def uses_cpu_backend(config: DictConfig) -> bool:
