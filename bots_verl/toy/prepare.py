@@ -34,6 +34,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -544,6 +545,19 @@ def format_calibration(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: Prepared artifacts committed with the repository, one folder per ``<profile>_s<seed>``. A rebuild of the same specs
+#: on another machine gives other models (thousands of AdamW steps amplify the CPU's float summation order: the policy's
+#: held-out accuracy was 0.097 in one build and 0.121 in another, the strong reference's 0.784 and 0.504), so runs
+#: are comparable only on one build: a fresh ``prepare`` starts from the shipped one when it exists.
+SHIPPED = Path(__file__).resolve().parents[2] / "recipes" / "toy" / "artifacts"
+
+
+def shipped_artifacts(profile: str, seed: int) -> Path | None:
+    """The committed build of ``profile`` and ``seed`` (:data:`SHIPPED`), or None."""
+    folder = SHIPPED / f"{profile}_s{seed}"
+    return folder if (folder / "manifest.json").is_file() else None
+
+
 def prepare(
     out_dir: str | os.PathLike,
     seed: int = 0,
@@ -574,6 +588,11 @@ def prepare(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     manifest_path = out / "manifest.json"
+    shipped = shipped_artifacts(prof.name, seed) if policies == 1 else None
+    if shipped is not None and not manifest_path.exists() and not any(out.iterdir()):
+        # every stage below finds its output done and checks it against the specs (a changed spec is an error)
+        logger.info("starting from the shipped build %s", shipped)
+        shutil.copytree(shipped, out, dirs_exist_ok=True)
     manifest = _read_json(manifest_path) or {}
     if manifest.get("profile", prof.name) != prof.name or manifest.get("seed", seed) != seed:
         raise PrepareError(f"{out} holds profile {manifest['profile']!r} seed {manifest['seed']}; use another --out")

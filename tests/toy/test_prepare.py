@@ -4,6 +4,7 @@ columns from reference_eval, verl's dataset over our tokenizer, the trainer's co
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -171,3 +172,26 @@ def test_a_rewarmed_policy_is_calibrated_again(built, tmp_path) -> None:
         json.loads((copy / "calibration.json").read_text())["specs"]
         == json.loads((built / "calibration.json").read_text())["specs"]
     )
+
+
+def test_a_fresh_full_build_starts_from_the_shipped_artifacts_and_trains_nothing(tmp_path):
+    """The committed build (recipes/toy/artifacts/full_s0) is what every machine trains from: a fresh prepare copies
+    it and finds every stage done (no warm-up, no reference collection), with the shipped models bit for bit."""
+    import hashlib
+
+    from bots_verl.toy.prepare import prepare, shipped_artifacts
+
+    shipped = shipped_artifacts("full", 0)
+    assert shipped is not None
+    manifest = prepare(tmp_path / "data", seed=0, profile="full", jobs=1)
+    policy = Path(manifest["artifacts"]["policy_models"]["0"])
+    assert policy == tmp_path / "data" / "models" / "policy"
+
+    def digest(path: Path) -> str:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+
+    for name in ("policy", "weak", "strong"):
+        got = tmp_path / "data" / "models" / name / "model.safetensors"
+        assert digest(got) == digest(shipped / "models" / name / "model.safetensors")
+    assert manifest["calibration"]["heldout"]["policy"]["accuracy"] == pytest.approx(0.1211, abs=1e-4)
+    assert shipped_artifacts("ci", 0) is None  # the small profiles build in seconds and are not shipped
