@@ -1,8 +1,17 @@
-"""Shared pytest setup: GPU-marked tests are skipped on machines without a CUDA GPU (CI has none)."""
+"""Shared pytest setup: Ray on the loopback address; GPU-marked tests are skipped without a CUDA GPU (CI has none)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+from bots_verl.verl_cpu.cluster import LOOPBACK_ENV
+
+# every Ray cluster the tests start (in this process or in the processes they spawn) listens on 127.0.0.1 only; set
+# before anything imports ray, which reads it once
+for _key, _value in LOOPBACK_ENV.items():
+    os.environ.setdefault(_key, _value)
 
 
 def _has_cuda() -> bool:

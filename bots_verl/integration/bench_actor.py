@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> None:
     from bots_verl.integration.actor import create_selector_actor
     from bots_verl.integration.sampler import BOTSSampler
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     rng = np.random.default_rng(0)
     weak = rng.uniform(0, 1, args.tasks)
     ref = np.column_stack([weak, np.minimum(1.0, weak + 0.2)])

@@ -32,7 +32,7 @@ from typing import IO
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SharedRayCluster", "attach_env", "attached_address"]
+__all__ = ["LOOPBACK_ENV", "SharedRayCluster", "attach_env", "attached_address"]
 
 #: the variables a process needs to attach to a shared cluster
 _ADDRESS_ENV = "RAY_ADDRESS"
@@ -40,7 +40,10 @@ _AUTH_MODE_ENV = "RAY_AUTH_MODE"
 _AUTH_TOKEN_ENV = "RAY_AUTH_TOKEN"
 _READY_PREFIX = "BOTS_RAY_ADDRESS="
 _IDLE = "IDLE"
-LOOPBACK = "127.0.0.1"
+#: Ray's switch for a one-machine cluster: its node address is then 127.0.0.1 and the GCS and raylets listen on the
+#: loopback interface only (``ray.init(_node_ip_address="127.0.0.1")`` is turned into the eth0 address by Ray's
+#: ``resolve_ip_for_localhost``). Every cluster the CPU backend starts sets it; a run that attaches inherits it.
+LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 #: TransferQueue's controller: its fixed name and namespace are why a cluster serves one run at a time
 _TQ_CONTROLLER = ("TransferQueueController", "transfer_queue")
 
@@ -102,7 +105,7 @@ class SharedRayCluster:
                 end of the head's stderr (Ray's own reason).
         """
         env = {k: v for k, v in os.environ.items() if k != _ADDRESS_ENV}
-        env.update({_AUTH_MODE_ENV: "token", _AUTH_TOKEN_ENV: self._token})
+        env.update({_AUTH_MODE_ENV: "token", _AUTH_TOKEN_ENV: self._token, **LOOPBACK_ENV})
         begin = time.monotonic()
         self._stderr = tempfile.TemporaryFile("w+", prefix="bots-ray-head-", suffix=".stderr")
         self._proc = subprocess.Popen(
@@ -216,8 +219,6 @@ def main(argv: list[str] | None = None) -> int:
         num_gpus=args.num_gpus,
         include_dashboard=False,
         log_to_driver=False,
-        # one machine: listen on the loopback address only, never on a network interface
-        _node_ip_address=LOOPBACK,
     )
     print(_READY_PREFIX + context.address_info["gcs_address"], flush=True)
     try:

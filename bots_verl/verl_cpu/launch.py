@@ -26,7 +26,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from bots_verl.verl_cpu.cluster import LOOPBACK, attached_address
+from bots_verl.verl_cpu.cluster import LOOPBACK_ENV, attached_address
 from bots_verl.verl_cpu.hooks import TRAIN_THREADS_ENV
 
 logger = logging.getLogger(__name__)
@@ -85,6 +85,8 @@ def env_vars() -> dict[str, str]:
         "TOKENIZERS_PARALLELISM": os.environ.get("TOKENIZERS_PARALLELISM", "false"),
         # the training worker alone uses every core: the sync trainer never generates while it updates
         TRAIN_THREADS_ENV: os.environ.get(TRAIN_THREADS_ENV, str(_usable_cores())),
+        # the CPU backend runs on one machine: a cluster it starts listens on 127.0.0.1 only (cluster.LOOPBACK_ENV)
+        **{k: os.environ.get(k, v) for k, v in LOOPBACK_ENV.items()},
     }
 
 
@@ -152,10 +154,6 @@ def set_ray_init(config: DictConfig, env: dict[str, str]) -> None:
         if address is None:
             ray_init.num_cpus = max(MIN_RAY_CPUS, int(ray_init.get("num_cpus", None) or 0))
             ray_init.num_gpus = ranks
-            # the CPU backend runs on one machine: its cluster listens on the loopback address only, never on a
-            # network interface (ray.init's private but stable keyword; `ray start --node-ip-address` does the same)
-            if ray_init.get("_node_ip_address", None) is None:
-                ray_init._node_ip_address = LOOPBACK
             # a new cluster of its own: a stale ray_current_cluster file left by a killed `ray start` must not make
             # ray.init try to attach to a cluster that is gone
             if ray_init.get("address", None) is None:

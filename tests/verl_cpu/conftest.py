@@ -20,7 +20,7 @@ def local_ray():
 
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", namespace="bots_verl_cpu_tests", log_to_driver=False)
+        ray.init(num_cpus=4, include_dashboard=False, namespace="bots_verl_cpu_tests", log_to_driver=False)
     yield
     if started:
         ray.shutdown()

@@ -48,6 +48,9 @@ def test_runs_attach_one_after_another_and_stop_stops_only_the_cluster() -> None
         head = psutil.Process(cluster.pid)
         daemons = head.children(recursive=True)
         assert daemons, "the head process owns the cluster's processes"
+        assert cluster.address.startswith("127.0.0.1:"), cluster.address  # loopback only, never eth0
+        listening = {c.laddr.ip for p in daemons for c in p.net_connections(kind="tcp") if c.status == "LISTEN"}
+        assert listening and listening <= {"127.0.0.1", "::ffff:127.0.0.1"}, listening
         for _ in range(2):  # a second job gets the GPU back: the first one's resources were freed
             cluster.wait_idle(timeout=60)
             assert _attached(cluster, "clean") == "RESULT job 1.0"

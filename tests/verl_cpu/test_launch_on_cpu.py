@@ -64,9 +64,9 @@ def test_ray_gets_logical_gpus_cpus_and_the_backend_environment(monkeypatch):
     launch.set_ray_init(config, env)
     ray_init = OmegaConf.to_container(config.ray_kwargs.ray_init)
     assert ray_init["num_gpus"] == 2 and ray_init["num_cpus"] >= launch.MIN_RAY_CPUS
-    assert ray_init["_node_ip_address"] == "127.0.0.1"  # a one-machine cluster listens on loopback only
     assert ray_init["address"] == "local"  # a new cluster, never one named by a stale ray_current_cluster file
     env_vars = ray_init["runtime_env"]["env_vars"]
+    assert env_vars["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0"  # a one-machine cluster listens on loopback only
     assert env_vars["MY_VAR"] == 1 and env_vars["VERL_PLATFORM"] == "cpu"
     assert "bots_verl.verl_cpu.register" in env_vars["VERL_USE_EXTERNAL_MODULES"].split(",")
 
