@@ -6,8 +6,8 @@ PIP := $(VENV)/bin/pip
 # torch 2.13.0 is the CPU build on our CI image; asking for another version pulls the CUDA wheels.
 TORCH ?= torch==2.13.0
 
-.PHONY: install-test install-demo system-deps test test-core lint typecheck demo smoke toy toy-quick cpu-recipes \
-	cpu-pipeline clean
+.PHONY: install-test install-demo install-verl system-deps quickstart test test-core lint typecheck demo smoke toy \
+	toy-quick cpu-recipes cpu-pipeline clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,12 +16,19 @@ $(VENV)/bin/python:
 $(VENV)/.installed-test: setup.py | $(VENV)/bin/python
 	$(PIP) install -q $(TORCH)
 	$(PIP) install -q -e ".[verl,test,sim,analysis,math,reference]"
-	touch $@ $(VENV)/.installed-core
+	touch $@ $(VENV)/.installed-core $(VENV)/.installed-verl
 
 $(VENV)/.installed-demo: setup.py | $(VENV)/bin/python
 	$(PIP) install -q -e ".[sim]"
 	touch $@
 
+# verl 0.9.1 and what BOTS needs to train with it on CPU (the quickstart's install; make test installs a superset)
+$(VENV)/.installed-verl: setup.py | $(VENV)/bin/python
+	$(PIP) install -q $(TORCH)
+	$(PIP) install -q -e ".[verl]"
+	touch $@
+
+install-verl: $(VENV)/.installed-verl
 install-test: $(VENV)/.installed-test
 install-demo: $(VENV)/.installed-demo
 
@@ -60,6 +67,11 @@ system-deps:
 
 test: install-test lint typecheck system-deps
 	$(PY) -m pytest -q tests
+
+# The first command: Random and BOTS, 12 GRPO steps each, in verl's real trainer on CPU on the shipped toy testbed;
+# prints each step's share of mixed groups and BOTS's final posterior (runs/quickstart)
+quickstart: install-verl
+	$(PY) -m bots_verl.quickstart
 
 # BOTS in verl's real trainer on CPU: a tiny local model, 4 GRPO steps, resume from step 2, exact-resume check
 smoke: install-test
