@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from bots_verl.verl_cpu.cluster import LOOPBACK_ENV
+from bots_verl.verl_cpu.cluster import use_loopback
 
-# every Ray cluster the tests start (in this process or in the processes they spawn) listens on 127.0.0.1 only; set
-# before anything imports ray, which reads it once
-for _key, _value in LOOPBACK_ENV.items():
-    os.environ.setdefault(_key, _value)
+# every Ray cluster the tests start (in this process or in the processes they spawn) listens on 127.0.0.1 only
+use_loopback()
 
 
 def _has_cuda() -> bool:

@@ -32,7 +32,7 @@ from typing import IO
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LOOPBACK_ENV", "SharedRayCluster", "attach_env", "attached_address"]
+__all__ = ["LOOPBACK_ENV", "SharedRayCluster", "attach_env", "attached_address", "use_loopback"]
 
 #: the variables a process needs to attach to a shared cluster
 _ADDRESS_ENV = "RAY_ADDRESS"
@@ -44,6 +44,19 @@ _IDLE = "IDLE"
 #: loopback interface only (``ray.init(_node_ip_address="127.0.0.1")`` is turned into the eth0 address by Ray's
 #: ``resolve_ip_for_localhost``). Every cluster the CPU backend starts sets it; a run that attaches inherits it.
 LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
+
+def use_loopback() -> None:
+    """Make every Ray cluster this process starts or attaches to use 127.0.0.1 (:data:`LOOPBACK_ENV`).
+
+    Ray reads the switch once, when ``ray._private.ray_constants`` is imported; hydra's composition of verl's config
+    may import ray before the entry point runs, so the already-read value is updated as well. Processes started
+    from here (the raylet, Ray's workers) inherit the environment.
+    """
+    os.environ.update(LOOPBACK_ENV)
+    constants = sys.modules.get("ray._private.ray_constants")
+    if constants is not None:
+        constants.ENABLE_RAY_CLUSTER = False
 #: TransferQueue's controller: its fixed name and namespace are why a cluster serves one run at a time
 _TQ_CONTROLLER = ("TransferQueueController", "transfer_queue")
 
@@ -208,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-cpus", type=int, required=True)
     parser.add_argument("--num-gpus", type=int, required=True)
     args = parser.parse_args(argv)
+    use_loopback()
     import ray
 
     # address="local": always a new cluster. Without it ray.init attaches to the address in

@@ -26,7 +26,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from bots_verl.verl_cpu.cluster import LOOPBACK_ENV, attached_address
+from bots_verl.verl_cpu.cluster import LOOPBACK_ENV, attached_address, use_loopback
 from bots_verl.verl_cpu.hooks import TRAIN_THREADS_ENV
 
 logger = logging.getLogger(__name__)
@@ -104,6 +104,7 @@ def activate(env: dict[str, str] | None = None) -> None:
         RuntimeError: if verl already resolved another platform in this process.
     """
     os.environ.update(env or env_vars())
+    use_loopback()
     from verl.plugin.platform import get_platform
 
     import bots_verl.verl_cpu.register  # noqa: F401  (registers the platform and hooks)

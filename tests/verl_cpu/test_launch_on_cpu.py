@@ -129,3 +129,18 @@ def test_training_threads_come_from_the_environment(monkeypatch):
         monkeypatch.setenv(hooks.TRAIN_THREADS_ENV, bad)
         with pytest.raises(ValueError, match="BOTS_TRAIN_THREADS"):
             hooks.training_threads()
+
+
+def test_a_cluster_started_after_ray_was_imported_still_uses_the_loopback_address(monkeypatch):
+    """hydra's composition of verl's config imports ray before the entry point runs; Ray reads its one-machine switch
+    at import, so use_loopback must also update the value Ray already read."""
+    import ray._private.ray_constants as constants
+    from ray._private import services
+
+    from bots_verl.verl_cpu.cluster import use_loopback
+
+    monkeypatch.setattr(constants, "ENABLE_RAY_CLUSTER", True)  # as if imported without the switch
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "1")
+    use_loopback()
+    assert constants.ENABLE_RAY_CLUSTER is False
+    assert services.resolve_ip_for_localhost("127.0.0.1") == "127.0.0.1"
