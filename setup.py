@@ -60,6 +60,7 @@ setup(
     ),
     include_package_data=True,
     package_data={"bots_verl": ["config/*.yaml"]},
-    install_requires=["numpy>=1.24", "pandas", "pyarrow>=19.0.0", "omegaconf"],
+    # filelock: bots_verl.fileio.OutputLock (its `on_acquired` hook signs the lock file with the holder)
+    install_requires=["numpy>=1.24", "pandas", "pyarrow>=19.0.0", "omegaconf", "filelock>=4.3"],
     extras_require=EXTRAS,
 )

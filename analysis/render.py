@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bots_verl.fileio import markdown_table
+
 __all__ = ["Grid", "tex", "to_latex", "to_markdown"]
 
 _LATEX_SUBS = [
@@ -64,9 +66,7 @@ class Grid:
 
 def to_markdown(grid: Grid) -> str:
     """GitHub markdown: the title in bold, the table, then the caption lines."""
-    lines = [f"**{grid.title}**", "", "| " + " | ".join(grid.header) + " |", "|" + "---|" * len(grid.header)]
-    lines += ["| " + " | ".join(row) + " |" for row in grid.rows]
-    lines.append("")
+    lines = [f"**{grid.title}**", "", markdown_table(grid.header, grid.rows), ""]
     lines.extend(grid.caption)
     return "\n".join(lines) + "\n"
 

@@ -47,6 +47,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from bots_verl.fileio import write_json_atomic
+
 __all__ = [
     "FORMAT",
     "METHODS",
@@ -157,9 +159,7 @@ def write_meta(run_dir: str | os.PathLike, **meta: Any) -> Path:
     record["hparams"] = record["hparams"] or {}
     record["extra"] = record["extra"] or {}
     path = run_dir / META_FILE
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=_jsonable) + "\n")
-    os.replace(tmp, path)
+    write_json_atomic(path, record, sort_keys=True, default=_jsonable)
     return path
 
 

@@ -6,9 +6,10 @@ scores them with the training rewards and appends per-prompt results to a resuma
 histograms, correlations and weak > strong counts. See ``reference_eval/README.md``.
 """
 
+from bots_verl.fileio import LockError
+
 from .collect import CollectReport, collect
 from .data import DataError
-from .lock import LockError
 from .merge import MergeReport, merge
 from .results import ResultsError, Settings, read_results
 from .scoring import ScoreError, Scorer, resolve_scorer

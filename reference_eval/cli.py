@@ -11,10 +11,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from bots_verl.fileio import LockError
 from bots_verl.rewards.success import SUCCESS_RULES, SuccessRule
 
 from .data import DataError
-from .lock import LockError
 from .results import ResultsError
 from .scoring import ScoreError
 

@@ -36,16 +36,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bots_verl.data.atomic import fsync_dir, fsync_file, is_stale_tag, writer_tag
+from bots_verl.fileio import OutputLock, clean_stale_temps, describe_holder, fsync_file, lock_holder, publishing
 
 from .data import DataError, duplicate_prompt_groups, prompt_hash_of, read_table, task_ids
-from .lock import OutputLock, describe_holder, lock_holder
 from .results import ResultsError, read_results, record_key
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("REFERENCE_EVAL_LOGGING_LEVEL", "INFO"))
 
-__all__ = ["MergeReport", "merge", "atomic_write_table", "clean_leftovers"]
+__all__ = ["MergeReport", "merge", "clean_leftovers"]
 
 
 @dataclass
@@ -97,46 +96,6 @@ class MergeReport:
         return asdict(self)
 
 
-_TMP_MARK = ".tmp-"
-
-
-def _temp_path(path: Path) -> Path:
-    # Hidden, and tagged with host and pid so that a later run can tell a dead writer's leftover from a live one.
-    return path.with_name(f".{path.name}{_TMP_MARK}{writer_tag()}")
-
-
-def _write_temp(table: pa.Table, path: Path) -> Path:
-    tmp = _temp_path(path)
-    try:
-        pq.write_table(table, tmp)
-        fsync_file(tmp)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return tmp
-
-
-def _publish(tmp: Path, path: Path) -> None:
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    # The rename itself is only durable once the directory entry is flushed.
-    fsync_dir(path.parent)
-
-
-def atomic_write_table(table: pa.Table, path: str | os.PathLike) -> None:
-    """Write a parquet file atomically: a temp file in the same directory, fsync, rename, fsync the directory.
-
-    Args:
-        table: The table.
-        path: The destination.
-    """
-    path = Path(path)
-    _publish(_write_temp(table, path), path)
-
-
 def clean_leftovers(
     dest: str | os.PathLike, backups_of: str | os.PathLike | None = None
 ) -> tuple[list[str], list[str]]:
@@ -151,16 +110,7 @@ def clean_leftovers(
         that are still the same file as the input (the kill came before the rename, so the input is unchanged and
         the backup holds nothing else). Kept and reported: temp files of another host or a live process.
     """
-    dest = Path(dest)
-    removed: list[str] = []
-    kept: list[str] = []
-    prefix = f".{dest.name}{_TMP_MARK}"
-    for tmp in sorted(dest.parent.glob(f"{glob.escape(prefix)}*")):
-        if is_stale_tag(tmp.name[len(prefix) :]):
-            tmp.unlink(missing_ok=True)
-            removed.append(str(tmp))
-        else:
-            kept.append(str(tmp))
+    removed, kept = clean_stale_temps(dest)
     if backups_of is not None:
         data = Path(backups_of)
         for backup in sorted(data.parent.glob(f"{glob.escape(data.name)}.*.bak")):
@@ -433,15 +383,12 @@ def _merge_locked(
     report.cleaned, report.leftovers = clean_leftovers(dest, data_path if in_place else None)
     # Order matters for a kill at any point: the new table is complete on disk before the backup exists, and the
     # backup (a hard link to the unchanged input) exists before the rename; clean_leftovers undoes either stage.
-    tmp = _write_temp(table, dest)
-    if in_place:
-        try:
-            report.backup = str(_make_backup(data_path))
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
     try:
-        _publish(tmp, dest)
+        with publishing(dest) as tmp:
+            pq.write_table(table, tmp)
+            fsync_file(tmp)
+            if in_place:
+                report.backup = str(_make_backup(data_path))
     except BaseException:
         if report.backup is not None:
             Path(report.backup).unlink(missing_ok=True)

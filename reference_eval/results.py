@@ -16,8 +16,8 @@ Durability: each batch is written with one ``write``, then flushed and fsynced, 
 flight. A crash inside that write can leave a truncated last line; readers skip it with a warning and a resuming
 writer cuts it off before appending (otherwise the next line would be glued to the fragment).
 
-One writer at a time: :class:`ResultsWriter` holds ``<file>.lock`` (see :mod:`reference_eval.lock`) while open, so a
-second ``collect`` on the same file is refused with the first one's pid, host and start time.
+One writer at a time: :class:`ResultsWriter` holds ``<file>.lock`` (:class:`bots_verl.fileio.OutputLock`) while
+open, so a second ``collect`` on the same file is refused with the first one's pid, host and start time.
 
 Every line is checked when read (:func:`check_record`), with the file and line number in any error: counts must be
 integers, not JSON booleans; successes cannot exceed the responses that were scored.
@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .lock import OutputLock
+from bots_verl.fileio import OutputLock
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("REFERENCE_EVAL_LOGGING_LEVEL", "INFO"))
@@ -241,7 +241,7 @@ def read_results(path: str | os.PathLike, expect_settings_id: str | None = None)
 class ResultsWriter:
     """Append records to a results file in batches, durably; the only writer of that file while open.
 
-    Opening takes the file's lock (:class:`~reference_eval.lock.OutputLock`), then checks the settings of the records
+    Opening takes the file's lock (:class:`~bots_verl.fileio.OutputLock`), then checks the settings of the records
     already there and repairs a truncated last line.
 
     Args:

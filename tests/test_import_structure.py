@@ -143,3 +143,15 @@ def test_the_checks_can_fail(tmp_path):
     graph = import_graph(tmp_path, ("pkg",))
     assert circles(graph) == [["pkg.a", "pkg.b"]]
     assert graph["pkg.sub.c"] == {"pkg.a", "torch", "typing"}
+
+
+def test_nothing_in_the_library_imports_the_benchmarks(graph):
+    inside = ("bots_verl.benchmarks",)
+    reached = {
+        (m, d)
+        for m, deps in graph.items()
+        if not m.startswith(inside)
+        for d in deps
+        if d == "bots_verl.benchmarks" or d.startswith("bots_verl.benchmarks.")
+    }
+    assert reached == set()

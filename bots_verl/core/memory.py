@@ -1,10 +1,10 @@
 """Memory per pool task, and the refusal of pools that cannot fit.
 
-Every selector holds a few float64 arrays over the whole pool and allocates a few more while it selects or updates.
-Each class states its bytes per task (``bytes_per_task``), measured as the peak that ``tracemalloc`` sees while
-building the selector, selecting and updating (``python -m bots_verl.core.bench --memory`` prints the measurement,
-and a test keeps the stated figures above it). A selector whose pool would need more than the memory available is
-refused when it is built, with the estimate in the message, instead of failing hours later in an update.
+Every selector holds a few float64 arrays over the whole pool and allocates a few more while it selects or updates. Each
+class states its bytes per task (``bytes_per_task``), measured as the peak that ``tracemalloc`` sees while building the
+selector, selecting and updating (``python -m bots_verl.benchmarks.selector_speed --memory`` prints the measurement, and
+a test keeps the stated figures above it). A selector whose pool would need more than the memory available is refused
+when it is built, with the estimate in the message, instead of failing hours later in an update.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ Curves are given as ``(steps, values)`` pairs because evaluations are usually sp
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 from typing import NamedTuple
 
 import numpy as np
@@ -217,17 +218,6 @@ def bsf(
     return own / base
 
 
-def _normal_quantile(p: float) -> float:
-    lo, hi = -40.0, 40.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if 0.5 * (1.0 + math.erf(mid / math.sqrt(2.0))) < p:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
-
-
 def t_quantile(p: float, df: int) -> float:
     """Quantile of Student's t: exact for 1 and 2 degrees of freedom, Cornish-Fisher (error < 0.2%) above."""
     if not 0 < p < 1 or df < 1:
@@ -236,7 +226,7 @@ def t_quantile(p: float, df: int) -> float:
         return math.tan(math.pi * (p - 0.5))
     if df == 2:
         return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
-    z = _normal_quantile(p)
+    z = NormalDist().inv_cdf(p)
     v = float(df)
     return (
         z

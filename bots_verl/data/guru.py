@@ -68,7 +68,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bots_verl.data.atomic import fsync_dir, fsync_file, is_stale_tag, writer_tag
+from bots_verl.fileio import fsync_dir, fsync_file, is_stale_tag, write_json_atomic, writer_tag
 from bots_verl.rewards import domain_of
 from bots_verl.rewards.code_reward import parse_tests
 
@@ -598,10 +598,7 @@ def prepare_domain(
 
 def _write_json(path: Path, payload: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{writer_tag()}")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
-    fsync_file(tmp)
-    os.replace(tmp, path)
+    write_json_atomic(path, payload, sort_keys=True)
 
 
 def prepare(

@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from bots_verl.fileio import markdown_table
 from bots_verl.sim.experiment import run_experiment
 from bots_verl.sim.scenario import get_scenario
 
@@ -47,11 +48,11 @@ SWEEP: list[tuple[str, dict]] = [
 ]
 
 
-def _cells(summary: dict, label: str) -> str:
+def _cells(summary: dict, label: str) -> list[str]:
     row = summary[label]
     keys = ("ttb100", "ttb50", "bsf25", "etr", "select_ms")
     digits = (3, 2, 3, 2, 2)
-    return " | ".join(row[k].format(d) if k in row else "—" for k, d in zip(keys, digits, strict=True))
+    return [row[k].format(d) if k in row else "—" for k, d in zip(keys, digits, strict=True)]
 
 
 def _table(title: str, res, methods: list[str]) -> list[str]:
@@ -63,9 +64,8 @@ def _table(title: str, res, methods: list[str]) -> list[str]:
         "",
         f"Oracle TTB(100%) = {oracle:.3f}; the 70% criterion needs TTB(100%) <= {need:.3f}.",
         "",
-        "| method | TTB(100%) | TTB(50%) | BSF(25%) | ETR | select ms | share of oracle saving | 70% met |",
-        "|---|---|---|---|---|---|---|---|",
     ]
+    rows = []
     for label in methods:
         if label not in summ:
             continue
@@ -74,8 +74,9 @@ def _table(title: str, res, methods: list[str]) -> list[str]:
         met = "yes" if t.n_missing == 0 and t.mean <= need else "no"
         if label in ("random", "oracle"):
             met = ""
-        lines.append(f"| {label} | {_cells(summ, label)} | {share:.0%} | {met} |")
-    return lines + [""]
+        rows.append([label, *_cells(summ, label), f"{share:.0%}", met])
+    header = ["method", "TTB(100%)", "TTB(50%)", "BSF(25%)", "ETR", "select ms", "share of oracle saving", "70% met"]
+    return [*lines, markdown_table(header, rows), ""]
 
 
 def main(argv: Sequence[str] | None = None) -> None:

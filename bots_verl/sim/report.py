@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from bots_verl.core.metrics import Interval, bsf, interval, paired_interval, ttb
+from bots_verl.fileio import markdown_table
 from bots_verl.sim.loop import RunResult
 
 logger = logging.getLogger(__name__)
@@ -103,11 +104,8 @@ _COLUMNS = [
 def format_table(summary: Mapping[str, Mapping[str, Interval]]) -> str:
     """A markdown table, one row per method: ``mean [95% interval]`` per column (``—``: never reached / absent)."""
     present = [c for c in _COLUMNS if any(c[0] in row for row in summary.values())]
-    lines = [
-        "| method | " + " | ".join(title for _, title, _ in present) + " |",
-        "|---|" + "---|" * len(present),
+    rows = [
+        [label, *(row[key].format(digits) if key in row else "—" for key, _, digits in present)]
+        for label, row in summary.items()
     ]
-    for label, row in summary.items():
-        cells = [row[key].format(digits) if key in row else "—" for key, _, digits in present]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return markdown_table(["method", *(title for _, title, _ in present)], rows)

@@ -37,13 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from bots_verl import runlog
-from bots_verl.data.atomic import write_text_atomic
+from bots_verl.fileio import LockError, OutputLock, describe_holder, lock_holder, markdown_table, write_json_atomic
 from bots_verl.toy.evaluate import EXACT_METRIC, POOL_METRIC, checkpoint_steps, evaluate_checkpoints
 from bots_verl.verl_cpu.cluster import SharedRayCluster
 from bots_verl.verl_cpu.hooks import TRAIN_THREADS_ENV
 from bots_verl.verl_cpu.launch import MIN_RAY_CPUS
 from bots_verl.verl_cpu.smoke import ENV as TRAINING_ENV
-from reference_eval.lock import LockError, OutputLock, describe_holder, lock_holder
 
 logger = logging.getLogger(__name__)
 
@@ -363,7 +362,7 @@ def _train_one(
     for step in steps[:-1]:
         shutil.rmtree(run_dir / "ckpt" / f"global_step_{step}", ignore_errors=True)
     # atomically: a torn done.json would stop every rerun of the benchmark
-    write_text_atomic(done_file, json.dumps(record, indent=1) + "\n")
+    write_json_atomic(done_file, record, indent=1)
     logger.info(
         "%s: done in %.0f s, median step %.2f s, held-out accuracy %.4f -> %.4f",
         run_dir.name,
@@ -554,7 +553,7 @@ def _add_paired(root: Path, summary: dict[str, Any], tables: dict[str, str]) -> 
     _run_analysis(cmd, "the paired statistics")
     summary["paired"] = json.loads((root / "paired.json").read_text())
     tables["paired"] = "## Paired against random, seed by seed\n\n" + (root / "paired.md").read_text()
-    write_text_atomic(root / "summary.json", json.dumps(summary, indent=1) + "\n")
+    write_json_atomic(root / "summary.json", summary, indent=1)
 
 
 def _curves(records: Sequence[dict[str, Any]], selectors: Sequence[str], key: str = "accuracy") -> str:
@@ -562,15 +561,15 @@ def _curves(records: Sequence[dict[str, Any]], selectors: Sequence[str], key: st
     from bots_verl.core.metrics import interval
 
     steps = sorted({int(s) for r in records for s in r[key]})
-    lines = ["| selector | " + " | ".join(f"step {s}" for s in steps) + " |", "|---|" + "---|" * len(steps)]
+    table = []
     for sel in selectors:
         rows = [r for r in records if r["selector"] == sel]
         cells = []
         for s in steps:
             vals = [r[key][str(s)] for r in rows if str(s) in r.get(key, {})]
             cells.append(interval(vals).format(3) if vals else "")
-        lines.append(f"| {sel} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        table.append([sel, *cells])
+    return markdown_table(["selector", *(f"step {s}" for s in steps)], table)
 
 
 def _gains_by_seed(records: Sequence[dict[str, Any]], selectors: Sequence[str]) -> str:
@@ -579,7 +578,7 @@ def _gains_by_seed(records: Sequence[dict[str, Any]], selectors: Sequence[str]) 
     from bots_verl.core.metrics import interval
 
     by_run = {(r["selector"], r["seed"]): r for r in records}
-    lines = ["| seed | " + " | ".join(selectors) + " |", "|---|" + "---|" * len(selectors)]
+    rows = []
     gains: dict[str, list[float]] = {sel: [] for sel in selectors}
     for seed in sorted({r["seed"] for r in records}):
         cells = []
@@ -591,13 +590,13 @@ def _gains_by_seed(records: Sequence[dict[str, Any]], selectors: Sequence[str]) 
             start, last = run["accuracy"]["0"], run["accuracy"][str(max(int(s) for s in run["accuracy"]))]
             gains[sel].append(last - start)
             cells.append(f"{start:.4f} → {last:.4f} ({last - start:+.3f})")
-        lines.append(f"| {seed} | " + " | ".join(cells) + " |")
+        rows.append([seed, *cells])
     means = [f"{interval(gains[sel]).format(3)} (n={len(gains[sel])})" if gains[sel] else "" for sel in selectors]
-    lines.append("| mean gain [95% t] | " + " | ".join(means) + " |")
-    return "\n".join(lines)
+    rows.append(["mean gain [95% t]", *means])
+    return markdown_table(["seed", *selectors], rows)
 
 
-#: the lock of a benchmark directory (``reference_eval.lock``: an ``flock`` naming its holder, free when it dies)
+#: the lock of a benchmark directory (``bots_verl.fileio``: an ``flock`` naming its holder, free when it dies)
 LOCK_NAME = ".benchmark"
 
 
@@ -607,7 +606,7 @@ def directory_lock(root: Path) -> Iterator[None]:
 
     Two benchmarks on one ``--out`` would train the same runs into the same run directories at once (two verl
     processes writing one checkpoint directory and run log). The lock is ``<root>/.benchmark.lock``, an advisory
-    ``flock`` (:class:`reference_eval.lock.OutputLock`) that records the holder's pid, host, start time and command;
+    ``flock`` (:class:`bots_verl.fileio.OutputLock`) that records the holder's pid, host, start time and command;
     the kernel drops it when its process dies however it dies (SIGKILL included), so a killed benchmark's leftover
     lock file is recognised as stale and taken over, with a log line naming the dead holder.
 
@@ -715,7 +714,7 @@ def _run_benchmark(
         "median_step_s": _median([r["median_step_s"] for r in records]),
         "runs": records,
     }
-    write_text_atomic(root / "summary.json", json.dumps(summary, indent=1) + "\n")
+    write_json_atomic(root / "summary.json", summary, indent=1)
     _add_paired(root, summary, tables)
     (root / "summary.md").write_text(_summary_markdown(summary, tables, manifest, data_dir))
     return summary
@@ -751,7 +750,7 @@ def summarize_finished(profile: BenchmarkProfile, root: Path) -> dict[str, Any]:
         "median_step_s": _median([r["median_step_s"] for r in records]),
         "runs": records,
     }
-    write_text_atomic(root / "summary.json", json.dumps(summary, indent=1) + "\n")
+    write_json_atomic(root / "summary.json", summary, indent=1)
     _add_paired(root, summary, tables)
     (root / "summary.md").write_text(_summary_markdown(summary, tables, manifest, root / "data"))
     return summary

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from bots_verl.fileio import write_table_atomic
 from bots_verl.rewards.arith_reward import DATA_SOURCE
 from bots_verl.toy.tasks import Cell, Problem, parse_prompt, sample_unique
 
@@ -107,9 +108,7 @@ def rows_of(problems: Sequence[Problem], split: str) -> list[dict[str, Any]]:
 
 def write_split(problems: Sequence[Problem], split: str, path: str | os.PathLike) -> Path:
     """Write ``problems`` as a verl parquet, atomically (temp file, fsync, rename)."""
-    from reference_eval.merge import atomic_write_table
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_table(pa.Table.from_pylist(rows_of(problems, split), schema=SCHEMA), path)
+    write_table_atomic(pa.Table.from_pylist(rows_of(problems, split), schema=SCHEMA), path)
     return path

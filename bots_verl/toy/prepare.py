@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from bots_verl.fileio import markdown_table, write_json_atomic, write_table_atomic
 from bots_verl.toy.model import ModelSpec
 from bots_verl.toy.tasks import ALL_CELLS, Cell
 from bots_verl.toy.warmup import WarmupSpec
@@ -184,9 +185,7 @@ def _read_json(path: Path) -> Any:
 
 
 def _write_json(path: Path, payload: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_json_atomic(path, payload, sort_keys=True, default=str)
 
 
 class _Stage:
@@ -458,7 +457,6 @@ def _stage_calibration(out: Path, policy_names: list[str], stage: _Stage) -> dic
     from bots_verl.toy.calibrate import heldout_summary, per_cell, pool_summary
     from bots_verl.toy.tasks import parse_prompt
     from bots_verl.toy.warmup import read_result
-    from reference_eval.merge import atomic_write_table
     from reference_eval.stats import compute_stats
 
     # the calibration is of these exact models: a re-warmed model (another spec) makes it stale
@@ -487,7 +485,7 @@ def _stage_calibration(out: Path, policy_names: list[str], stage: _Stage) -> dic
         summary["heldout"][name] = heldout_summary(p_held, g_held)
     calib = out / "calibration.parquet"
     table = pa.table({**{k: pa.array(v) for k, v in columns.items()}, "cell": pa.array(cells)})
-    atomic_write_table(table, calib)
+    write_table_atomic(table, calib)
     summary["correlations"] = {}
     for name in policy_names:
         stats = compute_stats(calib, [f"{name}_exact_pass_rate", *REFERENCE_COLUMNS])
@@ -518,15 +516,17 @@ def _stage_calibration(out: Path, policy_names: list[str], stage: _Stage) -> dic
 def format_calibration(summary: Mapping[str, Any]) -> str:
     """The calibration as markdown tables."""
     lines = ["# Toy testbed calibration (exact pass rates at temperature 1)", ""]
-    lines += ["| model | pool mean | at 0 | at 1 | between | mixed n=8 | mixed n=16 | held-out acc | SE | greedy |"]
-    lines += ["|---|---|---|---|---|---|---|---|---|---|"]
+    header = ["model", "pool mean", "at 0", "at 1", "between", "mixed n=8", "mixed n=16", "held-out acc", "SE"]
+    header.append("greedy")
+    rows = []
     for name in summary["models"]:
         p, h = summary["pool"][name], summary["heldout"][name]
-        lines.append(
-            f"| {name} | {p['mean']:.3f} | {p['share_at_0']:.3f} | {p['share_at_1']:.3f} | {p['share_between']:.3f} "
-            f"| {p['mixed_share_n8']:.3f} | {p['mixed_share_n16']:.3f} | {h['accuracy']:.3f} | {h['se_prompts']:.4f} "
-            f"| {h['greedy_accuracy']:.3f} |"
+        shares = ("mean", "share_at_0", "share_at_1", "share_between", "mixed_share_n8", "mixed_share_n16")
+        rows.append(
+            [name, *(f"{p[k]:.3f}" for k in shares), f"{h['accuracy']:.3f}", f"{h['se_prompts']:.4f}"]
+            + [f"{h['greedy_accuracy']:.3f}"]
         )
+    lines.append(markdown_table(header, rows))
     lines += ["", "Correlation of the reference columns with the policy's pool pass rates (Pearson / Spearman):", ""]
 
     def f(value: float | None) -> str:
@@ -537,11 +537,9 @@ def format_calibration(summary: Mapping[str, Any]) -> str:
         for a, b in ((key, WEAK_COLUMN), (key, STRONG_COLUMN), (WEAK_COLUMN, STRONG_COLUMN)):
             lines.append(f"- {a} vs {b}: {f(corr['pearson'][a][b])} / {f(corr['spearman'][a][b])}")
     names = summary["models"]
-    lines += ["", "| cell | tasks | " + " | ".join(names) + f" | {WEAK_COLUMN} | {STRONG_COLUMN} |"]
-    lines += ["|---|---|" + "---|" * (len(names) + 2)]
-    for cell, row in summary["per_cell"].items():
-        vals = " | ".join(f"{row[n]:.2f}" for n in [*names, WEAK_COLUMN, STRONG_COLUMN])
-        lines.append(f"| {cell} | {row['tasks']} | {vals} |")
+    columns = [*names, WEAK_COLUMN, STRONG_COLUMN]
+    per_cell = [[cell, row["tasks"], *(f"{row[n]:.2f}" for n in columns)] for cell, row in summary["per_cell"].items()]
+    lines += ["", markdown_table(["cell", "tasks", *columns], per_cell)]
     return "\n".join(lines) + "\n"
 
 

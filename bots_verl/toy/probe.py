@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from bots_verl.fileio import markdown_table
+
 logger = logging.getLogger(__name__)
 
 # --fixed-tasks trains on the tasks whose starting pass rate is nearest this: mixed groups in most steps
@@ -215,11 +217,9 @@ def report(out_dir: str | Path) -> str:
     """A markdown table of every probe in ``out_dir``: settings, held-out and pool gains with 95% t-intervals."""
     from bots_verl.core.metrics import interval
 
-    rows = [
-        "| tasks x n | updates per step | start T | optimizer | lr | warm-up | loss agg. | steps | seeds | held-out "
-        "start | held-out gain | pool gain | trained tasks' gain | mixed |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    header = ["tasks x n", "updates per step", "start T", "optimizer", "lr", "warm-up", "loss agg.", "steps", "seeds"]
+    header += ["held-out start", "held-out gain", "pool gain", "trained tasks' gain", "mixed"]
+    rows: list[list[Any]] = []
     records = [json.loads(p.read_text()) for p in sorted(Path(out_dir).glob("*.json"))]
 
     def order(rec: dict[str, Any]) -> tuple:
@@ -234,14 +234,13 @@ def report(out_dir: str | Path) -> str:
         trained = [s["trained_accuracy"][last] - s["trained_accuracy"]["0"] for s in seeds if "trained_accuracy" in s]
         mixed = [st["mixed"] for s in seeds for st in s["steps"]]
         rows.append(
-            f"| {cfg['prompts']} x {cfg['n']} | {cfg.get('mini_batches', 1)} | {cfg.get('start_temperature', 1.0):g} | "
-            f"{cfg.get('optimizer', 'AdamW')} | {cfg['lr']:g} | {cfg['warmup_steps']} | {cfg['loss_agg_mode']} | "
-            f"{cfg['steps']} | {len(gains)} | {np.mean([s['accuracy']['0'] for s in seeds]):.4f} | "
-            f"{interval(gains).format(4) if gains else '—'} | "
-            f"{interval(pool).format(4) if pool else '—'} | {interval(trained).format(4) if trained else '—'} | "
-            f"{np.mean(mixed):.2f} |"
+            [f"{cfg['prompts']} x {cfg['n']}", cfg.get("mini_batches", 1), f"{cfg.get('start_temperature', 1.0):g}"]
+            + [cfg.get("optimizer", "AdamW"), f"{cfg['lr']:g}", cfg["warmup_steps"], cfg["loss_agg_mode"], cfg["steps"]]
+            + [len(gains), f"{np.mean([s['accuracy']['0'] for s in seeds]):.4f}"]
+            + [interval(values).format(4) if values else "—" for values in (gains, pool, trained)]
+            + [f"{np.mean(mixed):.2f}"]
         )
-    return "\n".join(rows) + "\n"
+    return markdown_table(header, rows) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

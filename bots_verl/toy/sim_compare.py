@@ -33,6 +33,7 @@ import numpy as np
 
 from bots_verl import runlog
 from bots_verl.core.metrics import Interval, interval, paired_interval
+from bots_verl.fileio import markdown_table
 from bots_verl.sim.experiment import _clean, run_experiment
 
 logger = logging.getLogger(__name__)
@@ -370,27 +371,27 @@ def _markdown(
         + (f"`{result['measured_source']}`." if result["measured_source"] else "not available yet (simulated only).")
         + "".join(f" Scenario override: `{k}={v:.5g}`." for k, v in st.get("scenario_overrides", {}).items()),
         "",
-        "| selector | sim gain | measured gain | sim Δgain vs random | measured Δgain vs random | sim AUC | "
-        "measured AUC | sim ETR | measured ETR | rank sim | rank measured | measured seeds |",
-        "|---|" + "---|" * 11,
     ]
+    header = ["selector", "sim gain", "measured gain", "sim Δgain vs random", "measured Δgain vs random", "sim AUC"]
+    header += ["measured AUC", "sim ETR", "measured ETR", "rank sim", "rank measured", "measured seeds"]
+    rows: list[list[str]] = []
     for sel in sim:
         if sel == "oracle":
             continue
         s, m = sim[sel], meas.get(sel)
         seeds = result["measured_seeds"].get(sel, [])
-        lines.append(
-            f"| {sel} | {_cell(s, 'gain')} | {_cell(m, 'gain')} | {_cell(s, 'd_gain')} | {_cell(m, 'd_gain')} | "
-            f"{_cell(s, 'auc')} | {_cell(m, 'auc')} | {_cell(s, 'etr', 2)} | {_cell(m, 'etr', 2)} | "
-            f"{result['rank_simulated'].get(sel, '—')} | {result['rank_measured'].get(sel, '—')} | "
-            f"{','.join(map(str, seeds)) or '—'} |"
+        rows.append(
+            [sel, _cell(s, "gain"), _cell(m, "gain"), _cell(s, "d_gain"), _cell(m, "d_gain"), _cell(s, "auc")]
+            + [_cell(m, "auc"), _cell(s, "etr", 2), _cell(m, "etr", 2), str(result["rank_simulated"].get(sel, "—"))]
+            + [str(result["rank_measured"].get(sel, "—")), ",".join(map(str, seeds)) or "—"]
         )
     o = sim.get("oracle")
-    lines.append(
-        f"| oracle (sim only) | {_cell(o, 'gain')} | — | {_cell(o, 'd_gain')} | — | {_cell(o, 'auc')} | — | "
-        f"{_cell(o, 'etr', 2)} | — | {result['rank_simulated'].get('oracle', '—')} | — | — |"
+    rows.append(
+        ["oracle (sim only)", _cell(o, "gain"), "—", _cell(o, "d_gain"), "—", _cell(o, "auc"), "—", _cell(o, "etr", 2)]
+        + ["—", str(result["rank_simulated"].get("oracle", "—")), "—", "—"]
     )
     lines += [
+        markdown_table(header, rows),
         "",
         "Cells: mean [95% t-interval over seeds]. Gain: held-out accuracy at the last step minus step 0 of the same "
         "run. Δgain vs random: paired by seed. AUC: area under the gain curve / steps (mean gain over training). "

@@ -18,13 +18,13 @@ import logging
 import math
 import os
 import random
-import shutil
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from bots_verl.fileio import publishing
 from bots_verl.toy.likelihood import pad_batch
 from bots_verl.toy.model import ModelSpec, build_model, count_parameters
 from bots_verl.toy.tasks import Cell, Problem, ProblemStream
@@ -213,10 +213,8 @@ def _train(spec: WarmupSpec, out: Path, exclude: Iterable[str], log_every: int) 
         "wall_s": time.monotonic() - wall0,
         "cpu_s": time.process_time() - cpu0,
     }
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(str(tmp))
-    build_tokenizer(tmp)
-    (tmp / RESULT_FILE).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, out)
+    with publishing(out) as tmp:
+        model.save_pretrained(str(tmp))
+        build_tokenizer(tmp)
+        (tmp / RESULT_FILE).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return result

@@ -20,10 +20,9 @@ import pyarrow.parquet as pq
 import pytest
 from reference_eval_fixtures import N, NoGeneration, by_id, make_rows, run, settings, write_rows
 
-from bots_verl.data.atomic import host_name
+from bots_verl.fileio import LockError, OutputLock, host_name, lock_path
 from bots_verl.rewards import compute_score
 from reference_eval import DataError, ResultsError, merge
-from reference_eval.lock import LockError, OutputLock, lock_path
 from reference_eval.merge import clean_leftovers
 from reference_eval.results import MAX_RECORD_BYTES
 from reference_eval.scoring import Scorer

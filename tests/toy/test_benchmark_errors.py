@@ -162,18 +162,18 @@ def test_a_torn_or_edited_done_json_names_the_file(
 
 def test_done_and_summary_files_are_written_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A writer killed in the middle leaves the old record whole (and a tagged temp file), never a torn one."""
-    from bots_verl.data import atomic
+    from bots_verl import fileio
 
     done = tmp_path / "done.json"
-    atomic.write_text_atomic(done, '{"steps": 1}\n')
+    fileio.write_text_atomic(done, '{"steps": 1}\n')
     assert done.read_text() == '{"steps": 1}\n' and [p.name for p in tmp_path.iterdir()] == ["done.json"]
 
     def killed(path: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(atomic, "fsync_file", killed)
+    monkeypatch.setattr(fileio, "fsync_file", killed)
     with pytest.raises(KeyboardInterrupt):
-        atomic.write_text_atomic(done, '{"steps": 2, "accuracy": {}}\n')
+        fileio.write_text_atomic(done, '{"steps": 2, "accuracy": {}}\n')
     assert done.read_text() == '{"steps": 1}\n' and [p.name for p in tmp_path.iterdir()] == ["done.json"]
     source = Path(benchmark.__file__).read_text()
     assert "done_file.write_text" not in source and '"summary.json").write_text' not in source

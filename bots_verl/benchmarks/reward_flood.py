@@ -2,9 +2,9 @@
 
 Usage::
 
-    python -m bots_verl.rewards.bench_flood                            # 64 flooding answers, this tree
-    python -m bots_verl.rewards.bench_flood --baseline /work/main     # and another checkout
-    python -m bots_verl.rewards.bench_flood --workload at-cap         # answers that print just under the cap
+    python -m bots_verl.benchmarks.reward_flood                            # 64 flooding answers, this tree
+    python -m bots_verl.benchmarks.reward_flood --baseline /work/main     # and another checkout
+    python -m bots_verl.benchmarks.reward_flood --workload at-cap         # answers that print just under the cap
 
 Each tree runs in a fresh interpreter (``PYTHONPATH=<tree>``, so a baseline's own ``bots_verl.rewards`` is imported)
 with ``BOTS_CODE_MAX_CONCURRENT=--answers``, and scores ``--answers`` answers from as many threads at once (as verl's
@@ -95,7 +95,7 @@ def _measure(workload: str, answers: int, timeout_s: float, min_available_kib: i
     answer = f"```python\n{_WORKLOADS[workload]}```"
     warm = compute_score("codegen__taco", "```python\nprint(1)\n```", _TESTS)
     if warm["score"] != 1.0:
-        raise SystemExit(f"bench_flood: a correct answer scored {warm}")
+        raise SystemExit(f"reward_flood: a correct answer scored {warm}")
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     done = threading.Event()
     sandboxes = [0]
@@ -149,7 +149,7 @@ def _run_tree(root: str, workload: str, answers: int, timeout_s: float, min_avai
     done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, check=False)
     lines = done.stdout.strip().splitlines()
     if done.returncode not in (0, 3) or not lines:
-        raise SystemExit(f"bench_flood: measuring {root} failed:\n{done.stderr[-3000:]}")
+        raise SystemExit(f"reward_flood: measuring {root} failed:\n{done.stderr[-3000:]}")
     return json.loads(lines[-1])
 
 

@@ -1,7 +1,7 @@
-"""Step time and start-up of real BOTS training on the CPU backend (verl's trainer, the toy task of :mod:`.toy`).
+"""Step time and start-up of real BOTS training on the CPU backend (verl's trainer, :mod:`bots_verl.verl_cpu.toy`).
 
-Run as ``python -m bots_verl.verl_cpu.bench [--prompts 8 --n 4 --response-length 16 --steps 12 --warmup 2]``. It
-builds the toy model and data in a temporary directory, launches ``python -m bots_verl.main trainer.device=cpu ...``
+Run as ``python -m bots_verl.benchmarks.cpu_step_time [--prompts 8 --n 4 --response-length 16 --steps 12 --warmup 2]``.
+It builds the toy model and data in a temporary directory, launches ``python -m bots_verl.main trainer.device=cpu ...``
 (the command a user runs), watches the run's ``metrics.jsonl`` as lines arrive and prints:
 
 - **start-up**: launch until the first training step starts (the arrival of step 1's line minus its
