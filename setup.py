@@ -10,7 +10,7 @@ EXTRAS = {
     # verl 0.9.1 with what its V1 (TransferQueue) trainer imports; the `verl-core` extra carries ray[default],
     # TransferQueue, cachetools, fastapi, uvicorn, torchdata, tensordict and hydra-core, named here as well.
     # The glue reads internals of verl, TransferQueue, torchdata and tensordict, so each is bounded to the versions
-    # tested; bots_verl/integration/verl_pins.py (DEPENDENCY_VERSIONS) checks the same ranges at run start.
+    # tested; bots_verl/integration/safety/verl_pins.py (DEPENDENCY_VERSIONS) checks the same ranges at run start.
     "verl": [
         "verl[verl-core]==0.9.1",
         "ray[default]>=2.41.0",

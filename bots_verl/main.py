@@ -11,7 +11,8 @@ Usage::
 
 The config (``bots_verl/config/bots_trainer.yaml``) extends verl's ``ppo_trainer`` with the ``bots:`` section, so any
 verl override works unchanged. The launch mirrors ``verl.trainer.main_ppo.main`` but hands ``run_ppo`` our task
-runner (:mod:`bots_verl.integration.task_runner`), which builds :class:`bots_verl.integration.trainer.BOTSTrainer`.
+runner (:mod:`bots_verl.integration.hooks.task_runner`), which builds
+:class:`bots_verl.integration.hooks.trainer.BOTSTrainer`.
 """
 
 from __future__ import annotations
@@ -24,13 +25,15 @@ import hydra
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 
-from bots_verl.integration.fingerprint import run_fingerprint
-from bots_verl.integration.resume import (
+from bots_verl.integration.evidence.task_index import GURU_DOMAINS, check_parquet_columns, check_parquet_domain
+from bots_verl.integration.safety.fingerprint import run_fingerprint
+from bots_verl.integration.safety.resume import (
     check_resume_data_pt,
     check_resume_fingerprint,
     check_run_log_dir,
     resume_folder,
 )
+from bots_verl.integration.safety.verl_pins import check_verl_drift
 from bots_verl.integration.settings import (
     BOTSSettings,
     check_data_subset,
@@ -40,8 +43,6 @@ from bots_verl.integration.settings import (
     parse_bots_config,
     train_files,
 )
-from bots_verl.integration.tasks import GURU_DOMAINS, check_parquet_columns, check_parquet_domain
-from bots_verl.integration.verl_pins import check_verl_drift
 from bots_verl.verl_cpu import launch
 
 logger = logging.getLogger(__name__)
@@ -164,7 +165,7 @@ def _summary(config: DictConfig, settings: BOTSSettings) -> str:
         f"  trainer.v1.trainer_mode={config.trainer.v1.trainer_mode}",
     ]
     if config.trainer.v1.trainer_mode != "sync":
-        # async: evidence weighed by its age, in-flight tasks sit out (bots_verl/integration/async_trainer.py)
+        # async: evidence weighed by its age, in-flight tasks sit out (bots_verl/integration/hooks/async_trainer.py)
         sampler = config.trainer.v1.sampler
         lines.append(
             f"  async: max_off_policy_threshold={sampler.max_off_policy_threshold} "
@@ -222,7 +223,7 @@ def run(config: DictConfig, overrides: Sequence[str] = ()) -> None:
 
     Raises:
         VerlDriftError: for a verl other than 0.9.1, a changed pinned verl source or a dependency outside its tested
-            range (:func:`~bots_verl.integration.verl_pins.check_verl_drift`), before Ray starts.
+            range (:func:`~bots_verl.integration.safety.verl_pins.check_verl_drift`), before Ray starts.
         ValueError: for malformed config (:func:`check_config`).
     """
     cpu_settings = None
@@ -243,7 +244,7 @@ def run(config: DictConfig, overrides: Sequence[str] = ()) -> None:
     import ray
     from verl.trainer.main_ppo import run_ppo
 
-    from bots_verl.integration.task_runner import BOTSTaskRunner
+    from bots_verl.integration.hooks.task_runner import BOTSTaskRunner
 
     _prepare_run_log(config, settings)
     run_ppo(config, task_runner_class=ray.remote(num_cpus=1)(BOTSTaskRunner))

@@ -62,7 +62,7 @@ def posterior_by_size(data_pt: Path, data_dir: Path) -> list[dict[str, Any]]:
     import numpy as np
     import pyarrow.parquet as pq
 
-    from bots_verl.integration.sampler import checkpoint_sampler_state
+    from bots_verl.integration.transport.sampler_state import checkpoint_sampler_state
 
     state = checkpoint_sampler_state(data_pt)["selector_state"]
     alpha, beta = (np.asarray(state["extra"]["posterior"][k], dtype=float) for k in ("alpha", "beta"))

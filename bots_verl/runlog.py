@@ -11,7 +11,7 @@ A resumed real run first moves the existing ``metrics.jsonl`` aside as ``metrics
 truncates the file it opens; see :func:`rotate_metrics`); readers take the parts in order, then ``metrics.jsonl``, and
 a step logged twice (before the crash and again after the resume) keeps its later values. Only a resumed run may
 continue a run log: the entry point refuses a fresh run in a directory that holds logged steps
-(``bots_verl.integration.resume``).
+(``bots_verl.integration.safety.resume``).
 
 A real run gets ``metrics.jsonl`` from verl itself (``trainer.logger=[console,file]`` with
 ``VERL_FILE_LOGGER_PATH=<run_dir>/metrics.jsonl``) and ``meta.json`` from our entry point; the simulator writes both

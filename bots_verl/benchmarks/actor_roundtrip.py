@@ -29,26 +29,27 @@ def main(argv: list[str] | None = None) -> None:
 
     import ray
 
-    from bots_verl.integration.actor import create_selector_actor
-    from bots_verl.integration.sampler import BOTSSampler
+    from bots_verl.integration.transport.sampler import BOTSSampler
+    from bots_verl.integration.transport.selector_client import SelectorClient
+    from bots_verl.integration.transport.selector_service import create_selector_service
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     rng = np.random.default_rng(0)
     weak = rng.uniform(0, 1, args.tasks)
     ref = np.column_stack([weak, np.minimum(1.0, weak + 0.2)])
-    actor = create_selector_actor(
+    actor = create_selector_service(
         "bench_posterior", "bots_bench", selector=args.selector, num_tasks=args.tasks, reference_pass_rates=ref
     )
-    sampler = BOTSSampler(actor, args.tasks, args.batch, range(args.tasks))
+    sampler = BOTSSampler(SelectorClient(actor), args.tasks, args.batch, range(args.tasks))
     it = iter(sampler)
     total, inner = [], []
     for _ in range(args.steps + 3):
         t0 = time.perf_counter()
         idx = np.sort(np.array([next(it) for _ in range(args.batch)], dtype=np.int64))
         succ = rng.binomial(args.rollouts, weak[idx]).astype(float)
-        _, update_ms = sampler.update(idx, succ, np.full(idx.size, float(args.rollouts)))
+        _, update_ms = sampler.forward_update(idx, succ, np.full(idx.size, float(args.rollouts)))
         total.append((time.perf_counter() - t0) * 1e3)
-        inner.append(sampler.pop_timing()[0] + update_ms)
+        inner.append(sampler.client.pop_timing()[0] + update_ms)
     total, inner = np.array(total[3:]), np.array(inner[3:])  # drop warm-up
     print(
         f"actor round trip (select + update via Ray), {args.selector}, {args.tasks} tasks, batch {args.batch} x "

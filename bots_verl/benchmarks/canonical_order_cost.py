@@ -1,9 +1,9 @@
 """What the canonical row order costs the driver per step, at GPU-scale shapes, measured on CPU.
 
 Run as ``python -m bots_verl.benchmarks.canonical_order_cost [--prompts 512 --n 16 --tokens 4096]``.
-:func:`~bots_verl.integration.canonical_order.canonical_order` reads every response of the step from TransferQueue
+:func:`~bots_verl.integration.hooks.canonical_order.canonical_order` reads every response of the step from TransferQueue
 (``prompts * n * tokens`` int64 tokens) and sorts the rows by them; with a vLLM/SGLang rollout the replay buffer
-skips it and keeps verl's metadata-only batch (:mod:`bots_verl.integration.replay_buffer`). This prints both per
+skips it and keeps verl's metadata-only batch (:mod:`bots_verl.integration.hooks.replay_buffer`). This prints both per
 step. TransferQueue is replaced by an in-memory tensor, so the transfer itself (the bytes printed) is not in the
 sorted figure: the real cost is higher by the time to move those bytes to the driver.
 """
@@ -35,8 +35,8 @@ def main(argv: list[str] | None = None) -> None:
     from verl.trainer.ppo.v1 import replay_buffer as verl_replay_buffer
     from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
-    from bots_verl.integration.canonical_order import canonical_order
-    from bots_verl.integration.replay_buffer import adopt_replay_buffer
+    from bots_verl.integration.hooks.canonical_order import canonical_order
+    from bots_verl.integration.hooks.replay_buffer import adopt_replay_buffer
 
     rows = args.prompts * args.n
     rng = np.random.default_rng(0)

@@ -1,4 +1,4 @@
-"""Step time and start-up of real BOTS training on the CPU backend (verl's trainer, :mod:`bots_verl.verl_cpu.toy`).
+"""Step time and start-up of real BOTS training on the CPU backend (verl's trainer, the addition task).
 
 Run as ``python -m bots_verl.benchmarks.cpu_step_time [--prompts 8 --n 4 --response-length 16 --steps 12 --warmup 2]``.
 It builds the toy model and data in a temporary directory, launches ``python -m bots_verl.main trainer.device=cpu ...``
@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.steps <= args.warmup:
         parser.error("--steps must exceed --warmup")
 
-    from bots_verl.verl_cpu.toy import build_toy, toy_overrides
+    from bots_verl.verl_cpu.addition_task import build_toy, toy_overrides
 
     with tempfile.TemporaryDirectory(prefix="bots_cpu_bench_") as tmp:
         work = Path(args.workdir or tmp).resolve()
@@ -252,10 +252,10 @@ def _floor(model_dir: str, args: argparse.Namespace) -> _Floor:
     """The plain-torch step of the run's model and shape, with the training worker's intra-op threads."""
     import torch
 
+    from bots_verl.verl_cpu.addition_task import prompt_length
     from bots_verl.verl_cpu.hooks import training_threads
     from bots_verl.verl_cpu.launch import env_vars
     from bots_verl.verl_cpu.plain_grpo import time_plain_step
-    from bots_verl.verl_cpu.toy import prompt_length
 
     threads = training_threads() or int(env_vars()["BOTS_TRAIN_THREADS"])
     previous = torch.get_num_threads()

@@ -18,7 +18,7 @@ once by taking the largest marginal gains over all tasks and sizes.
 
 Where it runs. The trainer asks for an allocation when verl fetches the selected prompts and passes the sizes to
 verl's agent loop as each prompt's ``__rollout_n__`` (``bots.rollout_allocation``,
-:mod:`bots_verl.integration.trainer`); the simulator splits its step the same way (``alloc=posterior``,
+:mod:`bots_verl.integration.hooks.trainer`); the simulator splits its step the same way (``alloc=posterior``,
 :mod:`bots_verl.sim.loop`). Unequal groups in training: verl's GRPO advantage normalises within each prompt's group
 (by ``uid``) whatever its size, and its loss averages over all rollouts of the batch (``token-mean`` /
 ``seq-mean``), so a group's share of the gradient is proportional to its rollouts; the simulator's policy weighs

@@ -12,7 +12,7 @@ The true pass rates reach it in one of two ways, both through numpy arrays only:
 - a **truth source** named by the hyperparameter ``truth_source`` (``"package.module:factory"``): the first
   ``select`` imports it and calls ``factory(num_tasks, **truth_args)`` once, which returns a callable; every
   ``select`` then calls it and gets ``p`` or ``(p, version)``. This is how a trainer whose selector lives in another
-  process (verl's, :mod:`bots_verl.integration.actor`) supplies it: the toy's source,
+  process (verl's, :mod:`bots_verl.integration.transport.selector_service`) supplies it: the toy's source,
   :class:`bots_verl.toy.oracle.RolloutServerTruth`, computes the exact pass rates on the rollout server's weights.
   The core imports nothing beyond numpy: the source is the caller's module, loaded by name.
 

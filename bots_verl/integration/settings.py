@@ -18,7 +18,7 @@ import numpy as np
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from bots_verl.core import ROLLOUT_ALLOCATIONS, SELECTORS, build_selector
-from bots_verl.integration.fingerprint import ACCEPTABLE
+from bots_verl.integration.safety.fingerprint import ACCEPTABLE
 from bots_verl.rewards.success import SUCCESS_RULES
 from bots_verl.runlog import METHODS, MethodSpec, method_spec
 
@@ -41,7 +41,8 @@ __all__ = [
 
 
 # verl 0.9.1's V1 trainer modes BOTS runs in: the sync trainer (BOTSTrainer) and the two asynchronous ones, whose
-# evidence is weighed by its age and whose in-flight tasks sit out selection (bots_verl.integration.async_trainer).
+# evidence is weighed by its age and whose in-flight tasks sit out selection
+# (bots_verl.integration.hooks.async_trainer).
 TRAINER_MODES = ("sync", "colocate_async", "separate_async")
 
 
@@ -65,7 +66,7 @@ class BOTSSettings:
         method: method for ``meta.json``.
         dry_run: validate and exit.
         accept_changed: what a resume may find changed since the checkpoint
-            (:data:`~bots_verl.integration.fingerprint.ACCEPTABLE`).
+            (:data:`~bots_verl.integration.safety.fingerprint.ACCEPTABLE`).
         dapo: verl's dynamic sampling (``algorithm.filter_groups.enable``) is on (:func:`dapo_enabled`).
         replay_poll_interval: seconds between the replay buffer's TransferQueue polls, or None for verl's own
             (:func:`replay_poll_interval`).

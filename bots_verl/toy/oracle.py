@@ -4,15 +4,15 @@ Issue 38, item 1. The arm is the core selector ``pass_rate_oracle`` (:mod:`bots_
 whose true pass rate is nearest p* = 0.5) with :class:`RolloutServerTruth` as its truth source
 (``bots_verl.toy.benchmark.VARIANTS["oracle"]``). The rollouts and the GRPO update are every other arm's.
 
-**Which weights.** The selector runs in its Ray actor (:class:`bots_verl.integration.actor.SelectorService`) and
-selects when verl's sync trainer fetches the step's prompts. By then the trainer has synced the weights of the last
-update to the ``hf`` rollout server (verl's ``on_step_end`` after step t, ``on_init_end`` before step 1; resumed runs
-too), and those are the weights that generate the step's rollouts. :class:`RolloutServerTruth` therefore computes the
-pass rates *inside the rollout server's process*, on its model object (Ray's ``__ray_call__``), not from a checkpoint
-or a copy: the same parameters, dtype and attention code the rollouts are sampled from. It also returns the server's
-weight version (verl's ``global_steps`` of the last sync), which the selector logs as ``bots/oracle/truth_version``:
-``t - 1`` at step ``t`` (tested in ``tests/toy/test_oracle.py``, which also compares the pass rates with those of the
-step's saved actor checkpoint).
+**Which weights.** The selector runs in its Ray actor
+(:class:`bots_verl.integration.transport.selector_service.SelectorService`) and selects when verl's sync trainer fetches
+the step's prompts. By then the trainer has synced the weights of the last update to the ``hf`` rollout server (verl's
+``on_step_end`` after step t, ``on_init_end`` before step 1; resumed runs too), and those are the weights that generate
+the step's rollouts. :class:`RolloutServerTruth` therefore computes the pass rates *inside the rollout server's
+process*, on its model object (Ray's ``__ray_call__``), not from a checkpoint or a copy: the same parameters, dtype and
+attention code the rollouts are sampled from. It also returns the server's weight version (verl's ``global_steps`` of
+the last sync), which the selector logs as ``bots/oracle/truth_version``: ``t - 1`` at step ``t`` (tested in
+``tests/toy/test_oracle.py``, which also compares the pass rates with those of the step's saved actor checkpoint).
 
 **Exact pass rates.** The scorer accepts one response per task, the canonical answer, and the tokenizer spells it
 one way, so a temperature-T sample is right with the product of the teacher-forced probabilities of the answer's

@@ -14,6 +14,6 @@ Every Ray process then imports :mod:`.register` through verl's ``VERL_USE_EXTERN
 The CPU settings also select the agent-loop manager of :mod:`.agent_loop` (verl's TransferQueue manager, with one
 reward call and one TransferQueue write per prompt group instead of per rollout, writing the same records). Everything
 else (TransferQueue, agent loop, reward loop, replay buffer, FSDP, checkpoints, weight sync) is verl's own code. The
-private verl names this relies on are pinned in :mod:`bots_verl.integration.verl_pins`. This package's ``__init__``
-imports nothing, so the rollout server process (which needs only torch and transformers) stays light.
+private verl names this relies on are pinned in :mod:`bots_verl.integration.safety.verl_pins`. This package's
+``__init__`` imports nothing, so the rollout server process (which needs only torch and transformers) stays light.
 """

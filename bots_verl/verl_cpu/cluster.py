@@ -57,6 +57,8 @@ def use_loopback() -> None:
     constants = sys.modules.get("ray._private.ray_constants")
     if constants is not None:
         constants.ENABLE_RAY_CLUSTER = False
+
+
 #: TransferQueue's controller: its fixed name and namespace are why a cluster serves one run at a time
 _TQ_CONTROLLER = ("TransferQueueController", "transfer_queue")
 

@@ -7,16 +7,16 @@ them together in a worker thread (:func:`~bots_verl.verl_cpu.sampling.generate_b
 accepting requests while a batch runs.
 
 **Determinism.** A row's result is independent of which other rows share its batch (:mod:`.sampling`), and its seed is
-``row_seed(rollout.seed, weight version, prompt ids, sampling parameters, k)`` where ``k`` counts the earlier
-identical requests (same prompt and parameters) since the last weight update. The ``n`` sessions of a prompt are
-identical requests, so they get ``k = 0..n-1`` in arrival order: the *set* of a prompt's responses is fixed by the
-weights and the prompt, whatever the arrival order; the trainer fixes the order of rows itself
-(:class:`~bots_verl.integration.replay_buffer.BOTSReplayBuffer`). The weight version is the ``global_steps`` verl passes
-with each weight update, the same number in a resumed run. Greedy requests (validation) take no seed and no ``k``.
-Limits: with several replicas, identical prompts routed to different servers draw the same ``k`` (the replica rank is
-part of the seed, so their samples differ, but which replica serves which session depends on routing), and extra
-sampled traffic with identical prompts and parameters at the same weight version (e.g. a validation set that
-overlaps the training set and samples with the training parameters) shifts ``k``.
+``row_seed(rollout.seed, weight version, prompt ids, sampling parameters, k)`` where ``k`` counts the earlier identical
+requests (same prompt and parameters) since the last weight update. The ``n`` sessions of a prompt are identical
+requests, so they get ``k = 0..n-1`` in arrival order: the *set* of a prompt's responses is fixed by the weights and the
+prompt, whatever the arrival order; the trainer fixes the order of rows itself
+(:class:`~bots_verl.integration.hooks.replay_buffer.BOTSReplayBuffer`). The weight version is the ``global_steps`` verl
+passes with each weight update, the same number in a resumed run. Greedy requests (validation) take no seed and no
+``k``. Limits: with several replicas, identical prompts routed to different servers draw the same ``k`` (the replica
+rank is part of the seed, so their samples differ, but which replica serves which session depends on routing), and extra
+sampled traffic with identical prompts and parameters at the same weight version (e.g. a validation set that overlaps
+the training set and samples with the training parameters) shifts ``k``.
 
 Lifecycle calls (``wake_up``, ``sleep``, ``abort_all_requests``, ...) are no-ops: there is no device memory to free,
 and the sync trainer never aborts.

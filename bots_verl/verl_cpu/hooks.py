@@ -18,7 +18,7 @@ imports the module (or at once if it already did).
   trainer runs generation and the update one after the other, so while the actor computes log-probs or updates,
   the cores are otherwise idle.
 
-:mod:`bots_verl.integration.verl_pins` pins the verl sources these depend on;
+:mod:`bots_verl.integration.safety.verl_pins` pins the verl sources these depend on;
 ``tests/integration/test_verl_pins_on_cpu.py`` fails when they change.
 """
 

@@ -205,7 +205,7 @@ def check_posterior(data_pt: str | Path, train_parquet: str | Path, script: dict
     import pyarrow.parquet as pq
 
     from bots_verl.core import build_selector
-    from bots_verl.integration.sampler import checkpoint_sampler_state
+    from bots_verl.integration.transport.sampler_state import checkpoint_sampler_state
 
     saved = checkpoint_sampler_state(data_pt)
     fingerprint = saved["fingerprint"]

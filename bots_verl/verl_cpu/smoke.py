@@ -95,7 +95,7 @@ def compare_checkpoints(ckpt_a: Path, ckpt_b: Path, step: int) -> dict[str, Any]
     """
     import torch
 
-    from bots_verl.integration.sampler import checkpoint_sampler_state
+    from bots_verl.integration.transport.sampler_state import checkpoint_sampler_state
 
     # torch warns about pickled device meshes on every load of an FSDP shard; irrelevant for reading values
     logging.getLogger("torch.distributed.device_mesh").setLevel(logging.ERROR)
@@ -131,7 +131,7 @@ def smoke(work: Path, steps: int, save_step: int, timeout: float) -> str:
     Raises:
         RuntimeError: when a run fails or the resumed run differs.
     """
-    from bots_verl.verl_cpu.toy import build_toy, toy_overrides
+    from bots_verl.verl_cpu.addition_task import build_toy, toy_overrides
 
     start = time.monotonic()
     paths = build_toy(work / "toy")

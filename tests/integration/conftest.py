@@ -24,8 +24,8 @@ def ray_tq():
 
 @pytest.fixture(scope="session")
 def toy_model(tmp_path_factory):
-    """The CPU backend's toy model and tokenizer (bots_verl.verl_cpu.toy), built locally once per session."""
-    from bots_verl.verl_cpu.toy import build_model
+    """The CPU backend's toy model and tokenizer (bots_verl.verl_cpu.addition_task), built locally once per session."""
+    from bots_verl.verl_cpu.addition_task import build_model
 
     return str(build_model(tmp_path_factory.mktemp("toy_model")))
 

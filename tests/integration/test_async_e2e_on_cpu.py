@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from integration_helpers import read_metrics, run_main, tail
 
-from bots_verl.integration.sampler import checkpoint_sampler_state
-from bots_verl.verl_cpu.toy import build_toy, toy_overrides
+from bots_verl.integration.transport.sampler_state import checkpoint_sampler_state
+from bots_verl.verl_cpu.addition_task import build_toy, toy_overrides
 
 pytestmark = pytest.mark.slow
 

@@ -29,21 +29,22 @@ from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from bots_verl.core import build_selector
-from bots_verl.integration.actor import create_selector_actor
-from bots_verl.integration.async_trainer import (
+from bots_verl.integration.evidence.outcomes import SuccessRule
+from bots_verl.integration.evidence.staleness import session_lags
+from bots_verl.integration.evidence.task_index import TaskIndex
+from bots_verl.integration.hooks.async_trainer import (
     SYNC_HOOKS,
     BOTSColocateAsyncTrainer,
     BOTSSeparateAsyncTrainer,
     bots_trainer_class,
     registered_train_prompts,
 )
-from bots_verl.integration.inflight import InflightLedger
-from bots_verl.integration.outcomes import SuccessRule
-from bots_verl.integration.sampler import BOTSSampler
+from bots_verl.integration.hooks.trainer import BOTSTrainer
 from bots_verl.integration.settings import BOTSSettings
-from bots_verl.integration.staleness import session_lags
-from bots_verl.integration.tasks import TaskIndex
-from bots_verl.integration.trainer import BOTSTrainer
+from bots_verl.integration.transport.inflight import InflightLedger
+from bots_verl.integration.transport.sampler import BOTSSampler
+from bots_verl.integration.transport.selector_client import SelectorClient
+from bots_verl.integration.transport.selector_service import create_selector_service
 from bots_verl.main import check_config
 
 N_ROLLOUTS = 4
@@ -79,7 +80,7 @@ class Cluster:
 
     def __init__(self, num_tasks: int, select_size: int, *, seed: int = 3, stale_after: int | None = None):
         self.num_tasks = num_tasks
-        actor = create_selector_actor(
+        actor = create_selector_service(
             f"async_{uuid.uuid4().hex[:8]}",
             "bots_tests",
             selector="bots",
@@ -87,7 +88,9 @@ class Cluster:
             reference_pass_rates=_reference(num_tasks),
             seed=seed,
         )
-        self.sampler = BOTSSampler(actor, num_tasks, select_size, [TASK_BASE + p for p in range(num_tasks)])
+        self.sampler = BOTSSampler(
+            SelectorClient(actor), num_tasks, select_size, [TASK_BASE + p for p in range(num_tasks)]
+        )
         self.sampler.track_inflight(InflightLedger(stale_after), registered_train_prompts)
         self.it = iter(self.sampler)
         self.dispatched: dict[str, tuple[int, int]] = {}  # uid -> (position, step), as verl's prompt tags hold
@@ -126,7 +129,7 @@ class Cluster:
 
 
 def _trainer(cluster: Cluster, global_steps: int, cls=BOTSColocateAsyncTrainer):
-    """The async trainer's BOTS state, without verl's workers (``bots_update`` needs nothing else)."""
+    """The async trainer's BOTS state, without verl's workers (``update_from_trained_batch`` needs nothing else)."""
     trainer = cls.__new__(cls)
     trainer.bots = BOTSSettings(
         selector="bots",
@@ -154,7 +157,7 @@ def _trainer(cluster: Cluster, global_steps: int, cls=BOTSColocateAsyncTrainer):
 
 
 def _posterior(cluster: Cluster):
-    state, _ = cluster.sampler._call("state_dict")
+    state, _ = cluster.sampler.client._call("state_dict")
     return state["extra"]["posterior"]["alpha"], state["extra"]["posterior"]["beta"]
 
 
@@ -207,7 +210,7 @@ def test_tasks_in_flight_sit_out_the_next_selection(clean_train_partition):
     warm_uids = list(cluster.dispatched)[:4]
     cluster.finish(warm_uids, version_of=lambda uid: 0)
     trainer = _trainer(cluster, global_steps=1)
-    metrics = trainer.bots_update(cluster.trained_batch(warm_uids))
+    metrics = trainer.update_from_trained_batch(cluster.trained_batch(warm_uids))
     assert metrics["bots/inflight_groups"] == 4.0 and metrics["bots/lag_max"] == 0.0
     cluster.sampler.begin_step(2)
     second = cluster.dispatch(4, step=2)
@@ -219,7 +222,9 @@ def test_a_pool_too_small_falls_back_to_the_best_ranked_tasks_in_flight(clean_tr
     cluster = Cluster(num_tasks=6, select_size=4)
     cluster.sampler.begin_step(1)
     first = cluster.dispatch(4, step=1)
-    cluster.sampler.update(np.array([5]), np.array([1.0]), np.array([4.0]))  # a new posterior: a fresh selection
+    cluster.sampler.forward_update(
+        np.array([5]), np.array([1.0]), np.array([4.0])
+    )  # a new posterior: a fresh selection
     second = cluster.dispatch(4, step=1)
     free = set(range(6)) - set(first)
     assert free <= set(second) and len(set(second)) == 4
@@ -235,7 +240,7 @@ def test_selection_with_tasks_in_flight_is_deterministic(clean_train_partition):
             out.append(cluster.dispatch(3, step))
             oldest = list(cluster.sampler.inflight.positions())[:3]
             cluster.finish(oldest, version_of=lambda uid: cluster.dispatched[uid][1] - 1)
-            _trainer(cluster, step).bots_update(cluster.trained_batch(oldest))
+            _trainer(cluster, step).update_from_trained_batch(cluster.trained_batch(oldest))
             cluster.sampler.end_step()
         _clear_train_partition()
         return out, _posterior(cluster)
@@ -256,7 +261,7 @@ def test_evidence_from_a_lagging_weight_sync_is_weighed_by_its_age(clean_train_p
     cluster.finish(uids, version_of=versions.get)
     batch = cluster.trained_batch(uids)
     assert sorted(session_lags(batch.keys, batch.tags, 3).values()) == [0] * 4 + [1] * 4 + [2] * 4
-    metrics = _trainer(cluster, global_steps=4).bots_update(batch)
+    metrics = _trainer(cluster, global_steps=4).update_from_trained_batch(batch)
     assert metrics["bots/lag_max"] == 2.0 and metrics["bots/rollouts"] == 12.0
 
     expected = build_selector("bots", 12, reference_pass_rates=_reference(12), seed=3)
@@ -276,7 +281,7 @@ def test_stale_and_failed_groups_evicted_by_verl_give_no_evidence(clean_train_pa
     cluster = Cluster(num_tasks=10, select_size=1)
     cluster.sampler.begin_step(1)
     stale_pos, failed_pos = cluster.dispatch(1, step=1)[0], cluster.dispatch(1, step=1)[0]
-    cluster.sampler.update(np.array([9]), np.array([0.0]), np.array([1.0]))  # let later selections differ
+    cluster.sampler.forward_update(np.array([9]), np.array([0.0]), np.array([1.0]))  # let later selections differ
     cluster.sampler.begin_step(4)
     fresh_pos = cluster.dispatch(1, step=4)[0]
     stale_uid, failed_uid, fresh_uid = list(cluster.dispatched)
@@ -296,7 +301,7 @@ def test_stale_and_failed_groups_evicted_by_verl_give_no_evidence(clean_train_pa
     assert metrics["training/off_policy/evicted_samples"] == 1 and refills == [2]
     assert {key.split("_")[0] for key in batch.keys} == {fresh_uid}
 
-    update = _trainer(cluster, global_steps=4).bots_update(batch)
+    update = _trainer(cluster, global_steps=4).update_from_trained_batch(batch)
     assert update["bots/rollouts"] == float(N_ROLLOUTS) and update["bots/inflight_groups"] == 0.0
     # the same selector fed the trained group alone (its selections replayed: sizes 1, 2, then 1 + 2 in flight)
     expected = build_selector("bots", 10, reference_pass_rates=_reference(10), seed=3)
@@ -316,7 +321,9 @@ def test_a_rollout_that_never_returns_blocks_its_task_only_until_it_is_too_old(c
     lost = cluster.dispatch(1, step=1)[0]  # its prompt stays 'pending' in TransferQueue for ever
     lost_uid = next(iter(cluster.dispatched))
     for step in (1, 2, 3):
-        cluster.sampler.update(np.array([4]), np.array([1.0]), np.array([2.0]))  # a step's update: fresh selection
+        cluster.sampler.forward_update(
+            np.array([4]), np.array([1.0]), np.array([2.0])
+        )  # a step's update: fresh selection
         cluster.sampler.begin_step(step)
         picked = cluster.dispatch(5, step)
         fallbacks = cluster.sampler.end_step()["inflight_fallbacks"]
@@ -340,7 +347,7 @@ def test_kill_and_resume_neither_double_counts_nor_drops_evidence(clean_train_pa
         picked = cluster.dispatch(3, t)
         oldest = list(cluster.sampler.inflight.positions())[:3]  # training takes the oldest finished groups
         cluster.finish(oldest, version_of=lambda uid: cluster.dispatched[uid][1] - 1)
-        _trainer(cluster, t).bots_update(cluster.trained_batch(oldest))
+        _trainer(cluster, t).update_from_trained_batch(cluster.trained_batch(oldest))
         cluster.sampler.end_step()
         return picked, oldest
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from bots_verl.integration import task_runner
-from bots_verl.integration.task_runner import CLAIM_ACTOR, TQ_CONTROLLER, BOTSTaskRunner, take_claim
+from bots_verl.integration.hooks import task_runner
+from bots_verl.integration.hooks.task_runner import CLAIM_ACTOR, TQ_CONTROLLER, BOTSTaskRunner, take_claim
 
 
 def _config(experiment: str) -> OmegaConf:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datasets
 import pytest
 
-from bots_verl.integration.tasks import dataset_data_files, dataset_task_ids
+from bots_verl.integration.evidence.task_index import dataset_data_files, dataset_task_ids
 
 PATH = ("extra_info", "index")
 

@@ -1,9 +1,9 @@
 """BOTS inside verl's real trainer, end to end on the CPU backend: nothing faked.
 
-Every run is ``python -m bots_verl.main trainer.device=cpu ...`` on the toy task (``bots_verl.verl_cpu.toy``): verl's
-real ``init()`` and ``fit()`` with Ray, TransferQueue, an FSDP2 actor and reference model, the ``hf`` rollout server,
-the reward loop, the replay buffer and checkpoints. The runs are shared between the assertions (module fixtures) to
-keep CI time modest:
+Every run is ``python -m bots_verl.main trainer.device=cpu ...`` on the toy task (``bots_verl.verl_cpu.addition_task``):
+verl's real ``init()`` and ``fit()`` with Ray, TransferQueue, an FSDP2 actor and reference model, the ``hf`` rollout
+server, the reward loop, the replay buffer and checkpoints. The runs are shared between the assertions (module fixtures)
+to keep CI time modest:
 
 - **A** (reference): 4 GRPO steps of 6 prompts x 4 rollouts with a mini-batch of 4 prompts, so verl pads every step
   with 8 synthetic rows; KL loss against a reference model; checkpoints at steps 2 and 4; a relative
@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 from integration_helpers import ROOT, read_metrics, run_main, run_python, tail
 
-from bots_verl.integration.sampler import checkpoint_sampler_state
+from bots_verl.integration.transport.sampler_state import checkpoint_sampler_state
+from bots_verl.verl_cpu.addition_task import build_toy, toy_overrides
 from bots_verl.verl_cpu.smoke import compare_checkpoints
-from bots_verl.verl_cpu.toy import build_toy, toy_overrides
 
 pytestmark = pytest.mark.slow
 

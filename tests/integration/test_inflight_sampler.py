@@ -7,23 +7,18 @@ prompt registry is a plain set that the test edits as verl would (register on di
 from __future__ import annotations
 
 import io
-from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
-from bots_verl.integration.actor import SelectorService
-from bots_verl.integration.inflight import InflightLedger
-from bots_verl.integration.sampler import BOTSSampler
+from bots_verl.integration.transport.inflight import InflightLedger
+from bots_verl.integration.transport.sampler import BOTSSampler
+from bots_verl.integration.transport.selector_client import InProcessSelectorClient
+from bots_verl.integration.transport.selector_service import SelectorService
 
 N, B = 6, 4
 REF = np.sort(np.random.default_rng(0).integers(0, 17, size=(N, 2)) / 16, axis=1)
-
-
-class _InProcessSampler(BOTSSampler):
-    def _call(self, method: str, *args: Any) -> Any:
-        return getattr(self.actor, method)(*args)
 
 
 class Run:
@@ -31,7 +26,7 @@ class Run:
 
     def __init__(self, registry: set[str], seed: int = 3) -> None:
         self.registry = registry
-        self.sampler = _InProcessSampler(SelectorService("bots", N, REF, seed), N, B, list(range(N)))
+        self.sampler = BOTSSampler(InProcessSelectorClient(SelectorService("bots", N, REF, seed)), N, B, list(range(N)))
         self.sampler.track_inflight(InflightLedger(stale_after=2), lambda: set(self.registry))
         self.it = iter(self.sampler)
 
@@ -49,7 +44,7 @@ def test_in_flight_tasks_sit_out_and_a_small_pool_falls_back():
     run = Run(set())
     run.sampler.begin_step(1)
     first = run.dispatch(B, 1, "a")
-    run.sampler.update(np.array([5]), np.array([1.0]), np.array([4.0]))
+    run.sampler.forward_update(np.array([5]), np.array([1.0]), np.array([4.0]))
     second = run.dispatch(B, 1, "b")
     assert set(range(N)) - set(first) <= set(second) and len(set(second)) == B
     figures = run.sampler.end_step()
@@ -60,10 +55,10 @@ def test_bad_lags_reach_the_actor_and_are_refused_without_change():
     run = Run(set())
     run.sampler.begin_step(1)
     run.dispatch(B, 1, "a")
-    before, _ = run.sampler._call("state_dict")
+    before, _ = run.sampler.client._call("state_dict")
     with pytest.raises(ValueError, match="lags"):
-        run.sampler.update(np.array([0, 1]), np.array([1.0, 2.0]), np.array([4.0, 4.0]), np.array([0, -2]))
-    after, _ = run.sampler._call("state_dict")
+        run.sampler.forward_update(np.array([0, 1]), np.array([1.0, 2.0]), np.array([4.0, 4.0]), np.array([0, -2]))
+    after, _ = run.sampler.client._call("state_dict")
     assert after["steps"] == before["steps"]
     np.testing.assert_array_equal(after["extra"]["posterior"]["alpha"], before["extra"]["posterior"]["alpha"])
     assert run.sampler.updates == 0
@@ -74,7 +69,7 @@ def test_the_ledger_rides_in_the_checkpoint_and_the_resumed_run_selects_alike():
     run = Run(registry)
     run.sampler.begin_step(1)
     run.dispatch(B, 1, "a")
-    run.sampler.update(np.array([0, 1]), np.array([1.0, 2.0]), np.array([4.0, 4.0]), np.array([0, 2]))
+    run.sampler.forward_update(np.array([0, 1]), np.array([1.0, 2.0]), np.array([4.0, 4.0]), np.array([0, 2]))
     buffer = io.BytesIO()
     torch.save(run.sampler.state_dict(), buffer)  # data.pt; torch-loadable under weights_only
     saved_registry = set(registry)

@@ -9,7 +9,7 @@ import sys
 import pytest
 from integration_helpers import ROOT, base_overrides, compose, make_pool, save_bots_data_pt
 
-from bots_verl.integration.task_runner import use_run_log
+from bots_verl.integration.hooks.task_runner import use_run_log
 from bots_verl.main import check_config, run
 
 
@@ -106,7 +106,7 @@ def test_verl_drift_is_refused_at_run_start_naming_the_version_and_the_changed_p
     import verl
     import verl.trainer.main_ppo
 
-    from bots_verl.integration import verl_pins
+    from bots_verl.integration.safety import verl_pins
 
     cfg = compose(base_overrides(pool, tokenizer_dir, f"bots.dry_run={str(dry_run).lower()}"))
     target = "verl.trainer.ppo.v1.replay_buffer:ReplayBuffer._clear_groups"
@@ -135,7 +135,7 @@ def test_dry_run_refuses_a_resume_whose_posterior_was_built_for_other_hparams_or
 ):
     """The driver compares what it knows without the dataset (selector, hyperparameters, reference column names)
     with the checkpoint's fingerprint, so the dry run already says what the trainer would refuse."""
-    from bots_verl.integration.fingerprint import run_fingerprint
+    from bots_verl.integration.safety.fingerprint import run_fingerprint
     from bots_verl.integration.settings import effective_hparams
 
     ckpt = tmp_path / "ckpt"

@@ -9,8 +9,8 @@ import pytest
 import torch
 from integration_helpers import put_trajectories
 
-from bots_verl.integration.outcomes import SuccessRule, aggregate_outcomes, read_outcomes, session_keys
-from bots_verl.integration.tasks import TaskIndex
+from bots_verl.integration.evidence.outcomes import SuccessRule, aggregate_outcomes, read_outcomes, session_keys
+from bots_verl.integration.evidence.task_index import TaskIndex
 
 PATH = ("extra_info", "index")
 

@@ -13,8 +13,8 @@ from omegaconf import OmegaConf
 from verl.trainer.ppo.v1 import replay_buffer as verl_replay_buffer
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
-from bots_verl.integration.canonical_order import wants_canonical_order
-from bots_verl.integration.replay_buffer import BOTSReplayBuffer, adopt_replay_buffer
+from bots_verl.integration.hooks.canonical_order import wants_canonical_order
+from bots_verl.integration.hooks.replay_buffer import BOTSReplayBuffer, adopt_replay_buffer
 
 VERL_POLL = 2.0  # verl's ReplayBuffer default
 

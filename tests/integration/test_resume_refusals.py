@@ -17,21 +17,20 @@ import torch
 from omegaconf import OmegaConf
 from torchdata.stateful_dataloader import StatefulDataLoader
 
-from bots_verl.integration.actor import SelectorService
-from bots_verl.integration.fingerprint import run_fingerprint
-from bots_verl.integration.resume import check_resume_data_pt, check_resume_fingerprint
-from bots_verl.integration.sampler import BOTSSampler
+from bots_verl.integration.hooks.trainer import BOTSTrainer
+from bots_verl.integration.safety.fingerprint import run_fingerprint
+from bots_verl.integration.safety.resume import check_resume_data_pt, check_resume_fingerprint
 from bots_verl.integration.settings import effective_hparams
-from bots_verl.integration.trainer import BOTSTrainer
+from bots_verl.integration.transport.sampler import BOTSSampler
+from bots_verl.integration.transport.selector_client import InProcessSelectorClient
+from bots_verl.integration.transport.selector_service import SelectorService
 
 N, B, STEP = 12, 3, 2
 
 
-class _InProcessSampler(BOTSSampler):
-    """BOTSSampler calling a SelectorService in this process instead of a Ray actor."""
-
-    def _call(self, method: str, *args: Any) -> Any:
-        return getattr(self.actor, method)(*args)
+def _in_process_sampler(service: SelectorService, *args: Any) -> BOTSSampler:
+    """A BOTSSampler calling a SelectorService in this process instead of a Ray actor."""
+    return BOTSSampler(InProcessSelectorClient(service), *args)
 
 
 def _save_loader_state(loader: StatefulDataLoader, ckpt: Path) -> Path:
@@ -52,7 +51,7 @@ def _plain_verl_checkpoint(ckpt: Path) -> Path:
 
 
 def _bots_checkpoint(ckpt: Path) -> Path:
-    sampler = _InProcessSampler(SelectorService("random", N, seed=1), N, B, [f"t{i}" for i in range(N)])
+    sampler = _in_process_sampler(SelectorService("random", N, seed=1), N, B, [f"t{i}" for i in range(N)])
     return _save_loader_state(StatefulDataLoader(list(range(N)), batch_size=B, sampler=sampler), ckpt)
 
 
@@ -125,7 +124,7 @@ def _fingerprint(
 def _fingerprinted_checkpoint(ckpt: Path, fingerprint: dict | None) -> Path:
     """A real data.pt (torch.save'd StatefulDataLoader state) of a bots posterior, with ``fingerprint``."""
     service = SelectorService("bots", N, reference_pass_rates=REF, seed=1)
-    sampler = _InProcessSampler(service, N, B, IDS, fingerprint)
+    sampler = _in_process_sampler(service, N, B, IDS, fingerprint)
     return _save_loader_state(StatefulDataLoader(list(range(N)), batch_size=B, sampler=sampler), ckpt)
 
 
@@ -200,7 +199,7 @@ def test_a_resumed_run_writes_its_own_fingerprint(tmp_path):
     folder = _fingerprinted_checkpoint(tmp_path / "a", _fingerprint())
     state = check_resume_data_pt(folder)
     changed = _fingerprint(hparams={"lam": 0.2})
-    sampler = _InProcessSampler(SelectorService("bots", N, reference_pass_rates=REF, seed=1), N, B, IDS, changed)
+    sampler = _in_process_sampler(SelectorService("bots", N, reference_pass_rates=REF, seed=1), N, B, IDS, changed)
     sampler.load_state_dict(torch.load(folder / "data.pt", weights_only=False)["_sampler_iter_state"]["sampler_state"])
     assert state["fingerprint"] == _fingerprint() and sampler.state_dict()["fingerprint"] == changed
 
@@ -208,7 +207,7 @@ def test_a_resumed_run_writes_its_own_fingerprint(tmp_path):
 def test_the_prompt_digest_depends_on_the_rows_not_on_how_the_dataset_holds_them(caplog):
     import datasets
 
-    from bots_verl.integration.fingerprint import dataset_prompts_digest
+    from bots_verl.integration.safety.fingerprint import dataset_prompts_digest
 
     rows = [{"prompt": [{"role": "user", "content": f"q{i}"}], "extra_info": {"index": i}} for i in range(20)]
 

@@ -10,8 +10,10 @@ import torch
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from bots_verl.core import build_selector
-from bots_verl.integration.actor import create_selector_actor
-from bots_verl.integration.sampler import BOTSSampler, PosteriorLostError, checkpoint_sampler_state
+from bots_verl.integration.transport.sampler import BOTSSampler
+from bots_verl.integration.transport.sampler_state import checkpoint_sampler_state
+from bots_verl.integration.transport.selector_client import PosteriorLostError, SelectorClient
+from bots_verl.integration.transport.selector_service import create_selector_service
 
 N, B = 30, 4
 IDS = [f"task{i}" for i in range(N)]
@@ -19,13 +21,13 @@ REF = np.column_stack([np.linspace(0.05, 0.95, N), np.linspace(0.2, 1.0, N)])
 
 
 def _actor(selector="bots", seed=3):
-    return create_selector_actor(
+    return create_selector_service(
         f"t_{uuid.uuid4().hex[:8]}", "bots_tests", selector=selector, num_tasks=N, reference_pass_rates=REF, seed=seed
     )
 
 
 def _loader(actor, ids=IDS):
-    sampler = BOTSSampler(actor, N, B, ids)
+    sampler = BOTSSampler(SelectorClient(actor), N, B, ids)
     # a map-style dataset of positions; verl's RLHFDataset is exercised in the trainer tests
     return StatefulDataLoader(list(range(N)), batch_size=B, num_workers=0, drop_last=True, sampler=sampler), sampler
 
@@ -44,14 +46,14 @@ def test_yields_actor_selection_and_updates_change_next(ray_tq):
     first = next(it).tolist()
     assert first == reference.select(B).tolist() == untouched.select(B).tolist()
     idx = np.asarray(first)
-    sampler.update(idx, np.full(B, 8.0), np.full(B, 8.0))  # all solved: far from p* = 0.5
+    sampler.forward_update(idx, np.full(B, 8.0), np.full(B, 8.0))  # all solved: far from p* = 0.5
     reference.update(idx, np.full(B, 8.0), np.full(B, 8.0))
     second = next(it).tolist()
     assert second == reference.select(B).tolist()
     assert second != untouched.select(B).tolist()  # the update changed the selection
     assert not set(first) & set(second)  # solved tasks are not picked again right away
     with pytest.raises(ValueError):
-        sampler.update(np.array([0, 0]), np.array([1.0, 1.0]), np.array([2.0, 2.0]))  # repeated index
+        sampler.forward_update(np.array([0, 0]), np.array([1.0, 1.0]), np.array([2.0, 2.0]))  # repeated index
     assert next(it).tolist() == reference.select(B).tolist()  # the rejected update changed nothing
 
 
@@ -61,7 +63,7 @@ def _run(loader, sampler, steps, it=None):
     for _ in range(steps):
         batch = next(it).tolist()
         out.append(batch)
-        sampler.update(*_evidence(batch))
+        sampler.forward_update(*_evidence(batch))
     return out, it
 
 
@@ -148,13 +150,13 @@ def test_bad_configuration_is_a_value_error(ray_tq):
     with pytest.raises(ValueError, match="select_size"):
         BOTSSampler(None, N, N + 1, IDS)
     with pytest.raises(ValueError, match="could not create|needs reference"):
-        create_selector_actor(
+        create_selector_service(
             f"t_{uuid.uuid4().hex[:8]}", "bots_tests", selector="offline_easy2hard", num_tasks=N, seed=0
         )
     name = f"t_{uuid.uuid4().hex[:8]}"
-    first = create_selector_actor(name, "bots_tests", selector="random", num_tasks=N)  # noqa: F841 (keeps it alive)
+    first = create_selector_service(name, "bots_tests", selector="random", num_tasks=N)  # noqa: F841 (keeps it alive)
     with pytest.raises(ValueError, match="already exists"):
-        create_selector_actor(name, "bots_tests", selector="random", num_tasks=N)
+        create_selector_service(name, "bots_tests", selector="random", num_tasks=N)
 
 
 def test_dispatch_log_and_counters_ride_in_data_pt(ray_tq, tmp_path):
@@ -165,7 +167,7 @@ def test_dispatch_log_and_counters_ride_in_data_pt(ray_tq, tmp_path):
         sampler.begin_step(step)
         batch = next(it).tolist()
         served.append((step, batch))
-        sampler.update(*_evidence(batch))
+        sampler.forward_update(*_evidence(batch))
         figures = sampler.end_step()
         assert figures == {"dispatched": B, "stale_dispatches": 0, "repeat_dispatches": 0}
     torch.save(loader.state_dict(), tmp_path / "data.pt")

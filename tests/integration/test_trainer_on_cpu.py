@@ -22,8 +22,8 @@ from omegaconf import OmegaConf
 from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
-from bots_verl.integration.canonical_order import canonical_order
-from bots_verl.integration.trainer import BOTSTrainer
+from bots_verl.integration.hooks.canonical_order import canonical_order
+from bots_verl.integration.hooks.trainer import BOTSTrainer
 
 N_ROLLOUTS = 4
 
@@ -110,7 +110,7 @@ def test_evidence_lands_on_task_ids_despite_reordered_positions(ray_tq, config):
     # the evidence landed on the rows with those task ids, although train_max_samples reordered the positions
     positions = trainer.bots_task_index.positions(results[0][0])
     assert list(positions) != [t - 1000 for t in results[0][0]]
-    alpha, beta = ray.get(trainer.bots_sampler.actor.posterior.remote())
+    alpha, beta = ray.get(trainer.bots_sampler.client.actor.posterior.remote())
     wins = np.array([sum(_success(t, s) for s in range(N_ROLLOUTS)) for t in results[0][0]])
     untouched = np.setdiff1d(np.arange(30), trainer.bots_task_index.positions([t for r in results for t in r[0]]))
     assert np.all(alpha[positions] + beta[positions] > alpha[untouched[0]] + beta[untouched[0]])
@@ -131,11 +131,12 @@ class RecordingActor:
             @staticmethod
             def remote(*args):
                 ref = target.remote(*args)
-                if method in ("select", "update"):
+                if method in ("select", "update_selector"):
                     import ray
 
                     result = ray.get(ref)
-                    events.append((method, [int(i) for i in np.asarray(result[0])] if method == "select" else None))
+                    kind = "select" if method == "select" else "update"
+                    events.append((kind, [int(i) for i in np.asarray(result[0])] if method == "select" else None))
                     return ray.put(result)
                 return ref
 
@@ -148,7 +149,7 @@ def test_dapo_refills_are_selected_after_the_last_update_and_never_repeat_a_task
     trainer, rollout = _trainer(config, refills=(3, 2, 4))
     assert trainer.train_dataloader.batch_size == 1  # verl forced gen_batch_size=1; the rebuilt loader follows it
     events: list = []
-    trainer.bots_sampler.actor = RecordingActor(trainer.bots_sampler.actor, events)
+    trainer.bots_sampler.client.actor = RecordingActor(trainer.bots_sampler.client.actor, events)
     results = _steps(trainer, rollout, 4)
     updates = [i for i, (kind, _) in enumerate(events) if kind == "update"]
     assert len(updates) == 4
@@ -185,12 +186,12 @@ class _OnlyTheseGroups:
 @pytest.mark.parametrize("selected", ["mixed", "failed"])
 def test_a_dapo_group_with_a_failed_session_is_counted_as_verl_trains_on_it(ray_tq, monkeypatch, selected):
     """A group with a failed session (status ``failure``) is never DAPO-filtered and stays sampleable: verl trains
-    on its completed sessions when it selects it (they reach ``bots_update`` in the batch) and discards it as surplus
-    otherwise. Either way its completed sessions count once and its failed session not at all, like every other
-    group's rollouts (a DAPO-evicted group counts too)."""
+    on its completed sessions when it selects it (they reach ``update_from_trained_batch`` in the batch) and discards it
+    as surplus otherwise. Either way its completed sessions count once and its failed session not at all, like every
+    other group's rollouts (a DAPO-evicted group counts too)."""
     from verl.trainer.ppo.v1 import replay_buffer as verl_replay_buffer
 
-    from bots_verl.integration.replay_buffer import BOTSReplayBuffer
+    from bots_verl.integration.hooks.replay_buffer import BOTSReplayBuffer
 
     tag = uuid.uuid4().hex[:8]
     mixed, failed, all_wrong = (f"{name}{tag}" for name in ("mixed", "failed", "wrong"))
@@ -313,7 +314,7 @@ def test_a_resume_into_another_pool_or_reference_is_refused_before_workers_start
     (ckpt / "global_step_1").mkdir(parents=True)
     torch.save(first.train_dataloader.state_dict(), ckpt / "global_step_1" / "data.pt")
     (ckpt / "latest_checkpointed_iteration.txt").write_text("1")
-    ray.kill(first.bots_sampler.actor)
+    ray.kill(first.bots_sampler.client.actor)
 
     def workers_would_start(self):
         raise WorkersWouldStart
@@ -330,7 +331,7 @@ def test_a_resume_into_another_pool_or_reference_is_refused_before_workers_start
                 assert trainer.bots_sampler is None  # no posterior actor was created either
         finally:
             if trainer.bots_sampler is not None:
-                ray.kill(trainer.bots_sampler.actor)
+                ray.kill(trainer.bots_sampler.client.actor)
 
     swapped = "bots.reference_columns=[strong_pass_rate,weak_pass_rate]"
     resume(cfg())  # the same run resumes

@@ -1,4 +1,4 @@
-"""verl 0.9.1's code that our glue and CPU backend depend on has not changed (bots_verl.integration.verl_pins).
+"""verl 0.9.1's code that our glue and CPU backend depend on has not changed (bots_verl.integration.safety.verl_pins).
 
 Fails, naming the verl object and what of ours to re-check, when the installed verl differs from the pinned 0.9.1.
 """
@@ -9,13 +9,13 @@ from pathlib import Path
 
 import verl
 
-from bots_verl.integration import verl_pins
+from bots_verl.integration.safety import verl_pins
 
 
 def test_installed_verl_is_the_pinned_version():
     assert verl.__version__ == verl_pins.VERL_VERSION, (
         f"verl {verl.__version__} is installed; bots-verl pins {verl_pins.VERL_VERSION}. Re-check every entry of "
-        "bots_verl/integration/verl_pins.py against the new version before changing the pin"
+        "bots_verl/integration/safety/verl_pins.py against the new version before changing the pin"
     )
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bots_verl import runlog
-from bots_verl.integration.sampler import checkpoint_sampler_state
+from bots_verl.integration.transport.sampler_state import checkpoint_sampler_state
 from bots_verl.toy import oracle
 from bots_verl.toy.benchmark import PROFILES, VARIANTS, arm_settings, training_overrides
 from bots_verl.toy.evaluate import load_actor

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from bots_verl.integration.tasks import TaskIndex, check_parquet_columns, read_reference_columns
+from bots_verl.integration.evidence.task_index import TaskIndex, check_parquet_columns, read_reference_columns
 from bots_verl.rewards import compute_score
 from bots_verl.toy.prepare import PROFILES, REFERENCE_COLUMNS, PrepareError, main, prepare
 from bots_verl.toy.tasks import parse_prompt

@@ -7,8 +7,8 @@ import pytest
 
 @pytest.fixture(scope="session")
 def toy_model_dir(tmp_path_factory):
-    """The toy Llama and tokenizer (bots_verl.verl_cpu.toy), written once per session."""
-    from bots_verl.verl_cpu.toy import build_model
+    """The toy Llama and tokenizer (bots_verl.verl_cpu.addition_task), written once per session."""
+    from bots_verl.verl_cpu.addition_task import build_model
 
     return build_model(tmp_path_factory.mktemp("toy_model"))
 

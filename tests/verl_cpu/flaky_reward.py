@@ -10,7 +10,7 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from bots_verl.verl_cpu.toy import compute_score as toy_score
+from bots_verl.verl_cpu.addition_task import compute_score as toy_score
 
 
 def compute_score(

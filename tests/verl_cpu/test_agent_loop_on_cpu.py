@@ -67,16 +67,16 @@ def setup(local_ray, toy_model_dir, tmp_path_factory):
     from verl.utils import tensordict_utils as tu
     from verl.utils.dataset.rl_dataset import collate_fn
 
-    from bots_verl.verl_cpu import launch, toy
+    from bots_verl.verl_cpu import addition_task, launch
 
     tq.init()
     data_dir = tmp_path_factory.mktemp("agent_loop_data")
-    frame = pd.read_parquet(toy.build_dataset(data_dir / "all.parquet", len(FAILS)))
+    frame = pd.read_parquet(addition_task.build_dataset(data_dir / "all.parquet", len(FAILS)))
     frame["extra_info"] = [{**info, "fail": fail} for info, fail in zip(frame["extra_info"], FAILS, strict=True)]
     frame.to_parquet(data_dir / "train.parquet")
     paths = {"train": str(data_dir / "train.parquet"), "val": str(data_dir / "train.parquet"), "model": toy_model_dir}
     overrides = [
-        *toy.toy_overrides(paths, prompts=len(FAILS), n=N, response_length=RESPONSE_LENGTH),
+        *addition_task.toy_overrides(paths, prompts=len(FAILS), n=N, response_length=RESPONSE_LENGTH),
         f"reward.custom_reward_function.path={Path(__file__).with_name('flaky_reward.py')}",
         "reward.custom_reward_function.name=compute_score",
     ]

@@ -85,7 +85,7 @@ def test_a_run_attaches_to_the_cluster_in_ray_address_without_resource_arguments
 
 
 def test_dry_run_of_the_two_key_command_line(tmp_path):
-    from bots_verl.verl_cpu.toy import build_toy
+    from bots_verl.verl_cpu.addition_task import build_toy
 
     paths = build_toy(tmp_path / "toy", num_tasks=12, num_val=2)
     proc = subprocess.run(

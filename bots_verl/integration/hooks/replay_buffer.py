@@ -2,7 +2,7 @@
 
 verl builds the buffer (with every DAPO argument it computed); :func:`adopt_replay_buffer` rebinds that instance's
 class to :class:`BOTSReplayBuffer` and sets what the run asks for. The private steps overridden here are pinned in
-:mod:`bots_verl.integration.verl_pins`.
+:mod:`bots_verl.integration.safety.verl_pins`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
-from bots_verl.integration.canonical_order import canonical_order
+from bots_verl.integration.hooks.canonical_order import canonical_order
 
 logger = logging.getLogger(__name__)
 
@@ -36,8 +36,8 @@ class BOTSReplayBuffer(ReplayBuffer):
     - ``_select_prompt_uids``: verl orders the finished groups by their prompt's step and then by set order (random
       per process); here ties are broken by the order in which the trainer dispatched the prompts (metadata only).
     - ``_materialize_batch``: with ``bots_canonical_order`` set (a deterministic rollout), the train batch's rows are
-      sorted by :func:`~bots_verl.integration.canonical_order.canonical_order`; otherwise verl's order is kept and no
-      response is read.
+      sorted by :func:`~bots_verl.integration.hooks.canonical_order.canonical_order`; otherwise verl's order is kept and
+      no response is read.
     - ``_clear_groups``: ``bots_observer(keys, tags, partition_id)`` receives the trajectory keys of the evicted
       and surplus train groups, before verl deletes them: every completed session, also those of a group in which
       another session failed (a failed session wrote no trajectory, so it counts nowhere).
@@ -50,8 +50,8 @@ class BOTSReplayBuffer(ReplayBuffer):
     def _clear_groups(self, partition_id: str, uids: set[str]) -> None:
         if self.bots_observer is not None and partition_id == "train" and uids:
             # A group with a failed session stays sampleable in verl's sync buffer: when selected, verl trains on its
-            # completed sessions (they reach bots_update in the batch). Discarded as DAPO surplus, it must count the
-            # same way, so only the trajectories themselves are filtered: a failed session wrote none.
+            # completed sessions (they reach update_from_trained_batch in the batch). Discarded as DAPO surplus, it must
+            # count the same way, so only the trajectories themselves are filtered: a failed session wrote none.
             keys = [
                 key
                 for key, tag in self.partitions[partition_id].items()

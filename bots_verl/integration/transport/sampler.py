@@ -1,4 +1,4 @@
-"""A torchdata-``Stateful`` sampler that yields the posterior actor's selections, one training step at a time.
+"""A torchdata-``Stateful`` sampler that yields the selector service's selections, one training step at a time.
 
 verl fetches prompts from the dataloader at the start of every step (``train_batch_size`` of them, in chunks of
 ``data.gen_batch_size``) and, with DAPO (``algorithm.filter_groups``) or ``sync_refill_failed_groups``, again in the
@@ -8,110 +8,60 @@ middle of the step, one prompt per fetch, to replace evicted groups. The trainer
 - **Zero lag.** Every index served in step t was selected after step t-1's evidence reached the posterior: a
   posterior update drops the selections not served yet (DAPO refills may leave some), and selection is lazy
   (``num_workers=0``), so nothing is drawn ahead.
-- **No task twice in a step.** Between two posterior updates a refill asks the actor for ``d + select_size`` tasks
+- **No task twice in a step.** Between two posterior updates a refill asks the service for ``d + select_size`` tasks
   (``d`` = tasks already dispatched since the update) and keeps, in the selector's rank order, those not dispatched
   yet. For the Thompson-sampling selectors this is "the best ``k`` of a fresh draw among the tasks not yet
   dispatched". Only when every task of the pool was dispatched in one step does a task come twice (counted in
   ``bots/repeat_dispatches``). A refill therefore never re-dispatches a task that DAPO evicted in the same step.
-- Without refills a step asks the actor for exactly ``select_size`` tasks, as an uninterrupted selection would.
+- Without refills a step asks the service for exactly ``select_size`` tasks, as an uninterrupted selection would.
+
+The selections come from the selector service through a
+:class:`~bots_verl.integration.transport.selector_client.SelectorClient` (the Ray hop, the incarnation check and the
+timings live there); this module decides only which of them to serve, in which order, and when they go stale.
 
 Checkpointing rides on torchdata: ``StatefulDataLoader.state_dict()`` stores ``sampler.state_dict()`` because the
-sampler has ``state_dict``/``load_state_dict``. The state holds the actor's whole selector state (RNG included), the
-pool's task ids, the run's fingerprint (:mod:`bots_verl.integration.fingerprint`: what the posterior means, checked on
-resume), the number of updates and rollouts the posterior has received, and the per-step log of dispatched
+sampler has ``state_dict``/``load_state_dict``. The state holds the service's whole selector state (RNG included), the
+pool's task ids, the run's fingerprint (:mod:`bots_verl.integration.safety.fingerprint`: what the posterior means,
+checked on resume), the number of updates and rollouts the posterior has received, and the per-step log of dispatched
 positions (:meth:`BOTSSampler.dispatch_log`), so verl's ``global_step_N/data.pt`` restores exactly; torchdata does
 not fast-forward a Stateful sampler, so no selection is replayed. ``load_state_dict`` is applied lazily by
-``StatefulDataLoader`` at the next ``iter()``.
+``StatefulDataLoader`` at the next ``iter()``. The state's versions and encoding:
+:mod:`bots_verl.integration.transport.sampler_state`.
 
-In verl's asynchronous modes the sampler also holds an :class:`~bots_verl.integration.inflight.InflightLedger`:
-tasks whose groups are still in flight sit out the next selection while the pool allows (see that module), and the
-ledger is part of the state.
+In verl's asynchronous modes the sampler also holds an
+:class:`~bots_verl.integration.transport.inflight.InflightLedger`: tasks whose groups are still in flight sit out the
+next selection while the pool allows (see that module), and the ledger is part of the state.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-from bots_verl.integration.actor import from_torch_safe, to_torch_safe
-from bots_verl.integration.inflight import InflightLedger
+from bots_verl.integration.transport.inflight import InflightLedger
+from bots_verl.integration.transport.sampler_state import READABLE_STATE_VERSIONS, STATE_VERSION
+from bots_verl.integration.transport.selector_client import SelectorClient
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BOTSSampler", "PosteriorLostError", "checkpoint_sampler_state"]
-
-# 3: the run's fingerprint (bots_verl.integration.fingerprint) rides along. 4: the in-flight ledger (async modes).
-# Versions 1 to 3 still load.
-STATE_VERSION = 4
-READABLE_STATE_VERSIONS = (1, 2, 3, 4)
-
-
-def _what_is_missing(state: Any) -> str | None:
-    """Why a loaded ``data.pt`` holds no :class:`BOTSSampler` state, or ``None`` when it holds one."""
-    if not isinstance(state, dict):
-        return f"it holds a {type(state).__name__}, not a dataloader state"
-    iter_state = state.get("_sampler_iter_state")
-    if not isinstance(iter_state, dict) or not isinstance(iter_state.get("sampler_state"), dict):
-        # torchdata stores a sampler's own state under this key only for samplers with state_dict, like ours;
-        # plain verl's samplers leave just a count of samples yielded.
-        return "its '_sampler_iter_state' has no 'sampler_state' (written by plain verl or another sampler)"
-    sampler_state = iter_state["sampler_state"]
-    if sampler_state.get("version") not in READABLE_STATE_VERSIONS or "selector_state" not in sampler_state:
-        return (
-            f"its 'sampler_state' is not a BOTSSampler's (version {sampler_state.get('version')!r}, readable: "
-            f"{list(READABLE_STATE_VERSIONS)}; keys {sorted(map(str, sampler_state))})"
-        )
-    return None
-
-
-def checkpoint_sampler_state(data_pt: str | os.PathLike) -> dict[str, Any]:
-    """The :class:`BOTSSampler` state stored in one of verl's ``global_step_N/data.pt`` files.
-
-    Selector state (posterior, RNG), ``updates``, ``attempts`` (the rollouts received), ``dispatch_log`` and, from
-    state version 3, the run's ``fingerprint``; numpy arrays come back as numpy.
-
-    Raises:
-        ValueError: if the file cannot be read as a torch checkpoint, or holds no BOTS sampler state (e.g. a run
-            without BOTS); the message names the file and what is missing.
-    """
-    if not os.path.isfile(data_pt):
-        raise ValueError(f"{data_pt} cannot be read as a torch checkpoint (no such file)")
-    try:
-        # verl loads data.pt the same way (the file is as trusted as the rest of the checkpoint).
-        state = torch.load(data_pt, weights_only=False)
-    except Exception as err:  # a cut or damaged file fails in many ways, e.g. OSError EINVAL from a seek
-        raise ValueError(f"{data_pt} cannot be read as a torch checkpoint ({type(err).__name__}: {err})") from err
-    missing = _what_is_missing(state)
-    if missing is not None:
-        raise ValueError(f"{data_pt} holds no BOTS sampler state: {missing}")
-    sampler_state = state["_sampler_iter_state"]["sampler_state"]
-    try:
-        selector_state = from_torch_safe(sampler_state["selector_state"])
-    except Exception as err:  # a hand-edited state: name the file, not a deep conversion error
-        raise ValueError(f"{data_pt} holds a malformed BOTS selector state ({type(err).__name__}: {err})") from err
-    return {**sampler_state, "selector_state": selector_state}
-
-
-class PosteriorLostError(RuntimeError):
-    """The posterior actor died or was re-created with another state; resume from the last checkpoint."""
+__all__ = ["BOTSSampler"]
 
 
 class BOTSSampler(torch.utils.data.Sampler[int]):
-    """Yields the posterior actor's selections; Stateful for torchdata checkpoints.
+    """Yields the selector service's selections; Stateful for torchdata checkpoints.
 
     Args:
-        actor: handle of the :class:`~bots_verl.integration.actor.SelectorService` actor.
+        client: the client of the run's selector service.
         num_tasks: pool size (dataset length).
         select_size: tasks per selection (``data.train_batch_size``).
         task_ids: the task id of each dataset position; stored in checkpoints to detect a changed pool.
         fingerprint: what the posterior means (pool, reference columns, selector;
-            :func:`~bots_verl.integration.fingerprint.run_fingerprint`), stored in checkpoints for the resume check.
+            :func:`~bots_verl.integration.safety.fingerprint.run_fingerprint`), stored in checkpoints for the resume
+            check.
         inflight: the in-flight ledger of an asynchronous run (None: synchronous, nothing is in flight between
             steps).
         registered_prompts: returns the prompt uids TransferQueue still holds (pending, running, or finished and
@@ -123,7 +73,7 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
 
     def __init__(
         self,
-        actor: Any,
+        client: SelectorClient,
         num_tasks: int,
         select_size: int,
         task_ids: Sequence[int | str],
@@ -135,7 +85,7 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
             raise ValueError(f"select_size={select_size} must be in [1, {num_tasks}] (train_batch_size vs pool size)")
         if len(task_ids) != num_tasks:
             raise ValueError(f"{len(task_ids)} task ids for {num_tasks} tasks")
-        self.actor = actor
+        self.client = client
         self.num_tasks = int(num_tasks)
         self.select_size = int(select_size)
         self.task_ids = list(task_ids)
@@ -145,7 +95,6 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         self._inflight_fallbacks = 0  # in-flight tasks selected again because the rest of the pool could not fill
         self._pending: list[int] = []
         self._pending_version = 0  # number of posterior updates when _pending was selected
-        self._incarnation: str | None = None
         self._updates = 0  # posterior updates sent through this sampler (restored from checkpoints)
         self._rollouts_received = 0.0  # rollouts the posterior received in those updates
         self._step: int | None = None
@@ -154,8 +103,6 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         self._stale = 0
         self._repeats = 0
         self._log: list[tuple[int, list[int]]] = []
-        self.select_ms = 0.0  # actor-side selection time since the last ``pop_timing``
-        self.select_roundtrip_ms = 0.0  # the same including the Ray round trip
 
     def __len__(self) -> int:
         # nominal epoch (verl computes steps_per_epoch from the dataset length, not from here)
@@ -246,27 +193,7 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         """Rollouts the posterior received so far (across resumes)."""
         return self._rollouts_received
 
-    # ------------------------------------------------------------------------------------------------ actor calls
-    def _call(self, method: str, *args: Any) -> Any:
-        import ray
-
-        try:
-            return ray.get(getattr(self.actor, method).remote(*args))
-        except ray.exceptions.RayActorError as exc:
-            raise PosteriorLostError(
-                "the BOTS posterior actor died; its state is lost for this process. Resume from the last "
-                "checkpoint (trainer.resume_mode=auto) to restore it from data.pt"
-            ) from exc
-
-    def _check_incarnation(self, token: str) -> None:
-        if self._incarnation is None:
-            self._incarnation = token
-        elif token != self._incarnation:
-            raise PosteriorLostError(
-                "the BOTS posterior actor was re-created (restarted with the prior?) behind the trainer's back; "
-                "refusing to continue from a reset posterior. Resume from the last checkpoint"
-            )
-
+    # ------------------------------------------------------------------------------------------------ selections
     def _refill(self) -> None:
         exclude = self._exclude
         if len(exclude) >= self.num_tasks:
@@ -276,12 +203,7 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         self._reconcile_inflight()
         blocked = [] if self.inflight is None else [p for p in self.inflight.blocking() if p not in exclude]
         want = min(self.num_tasks, len(exclude) + len(blocked) + self.select_size)
-        t0 = time.perf_counter()
-        indices, token, ms = self._call("select", want)
-        self._check_incarnation(token)
-        self.select_ms += ms
-        self.select_roundtrip_ms += (time.perf_counter() - t0) * 1e3
-        ranked = [int(i) for i in np.asarray(indices)]
+        ranked = self.client.select(want)
         sitting_out = set(blocked)
         self._pending = [i for i in ranked if i not in exclude and i not in sitting_out]
         short = self.select_size - len(self._pending)
@@ -293,24 +215,23 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
             self._inflight_fallbacks += len(fill)
         self._pending_version = self._updates
 
-    def update(
+    def forward_update(
         self, indices: np.ndarray, successes: np.ndarray, attempts: np.ndarray, lags: np.ndarray | None = None
-    ) -> tuple[dict, float]:
-        """Send one step's evidence to the actor.
+    ) -> tuple[dict[str, float], float]:
+        """Forward one step's evidence to the selector service and drop the selections made before it.
 
         Args:
             indices, successes, attempts: per task trained this step (see ``Selector.update``).
             lags: per task, how many policy versions old its rollouts are (asynchronous modes); None: all 0.
 
         Returns:
-            ``(stats, update_ms)``: the selector's statistics after the update and the actor-side update time.
+            ``(stats, update_ms)``: the selector's statistics after the update and the service-side update time.
 
         Raises:
             ValueError: for invalid evidence (the posterior is unchanged).
             PosteriorLostError: if the actor died or was re-created.
         """
-        stats, token, ms = self._call("update", indices, successes, attempts, lags)
-        self._check_incarnation(token)
+        stats, ms = self.client.remote_update(indices, successes, attempts, lags)
         self._updates += 1
         self._rollouts_received += float(np.sum(attempts))
         # selections made before this update are stale: never serve them
@@ -337,29 +258,18 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         if not 0 < count <= len(self._dispatched):
             raise ValueError(f"{count} prompts to allocate, {len(self._dispatched)} served in this step")
         positions = np.asarray(self._dispatched[-count:], dtype=np.int64)
-        t0 = time.perf_counter()
-        sizes, token, ms = self._call("allocate", positions, int(budget), mode, dict(params))
-        self._check_incarnation(token)
-        self.select_ms += ms
-        self.select_roundtrip_ms += (time.perf_counter() - t0) * 1e3
-        return [int(p) for p in positions], [int(n) for n in sizes]
-
-    def pop_timing(self) -> tuple[float, float]:
-        """``(select_ms, select_roundtrip_ms)`` accumulated since the last call, then reset."""
-        out = (self.select_ms, self.select_roundtrip_ms)
-        self.select_ms = self.select_roundtrip_ms = 0.0
-        return out
+        sizes = self.client.allocate(positions, int(budget), mode, dict(params))
+        return [int(p) for p in positions], sizes
 
     # ------------------------------------------------------------------------------------------------ Stateful
     def state_dict(self) -> dict[str, Any]:
-        """The selector state (pulled from the actor), counters, dispatch log, task ids and this run's fingerprint
+        """The selector state (pulled from the service), counters, dispatch log, task ids and this run's fingerprint
         (a resumed run stores its own: the resume check accepted it); torch-loadable."""
-        selector_state, token = self._call("state_dict")
-        self._check_incarnation(token)
+        selector_state = self.client.pull_state()
         self._reconcile_inflight()
         return {
             "version": STATE_VERSION,
-            "selector_state": to_torch_safe(selector_state),
+            "selector_state": selector_state,
             "pending": list(self._pending),
             "select_size": self.select_size,
             "task_ids": list(self.task_ids),
@@ -372,10 +282,10 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Push a checkpointed state into the actor.
+        """Push a checkpointed state into the selector service.
 
         Raises:
-            ValueError: for another state version, a different pool (task ids) or a selector state the actor
+            ValueError: for another state version, a different pool (task ids) or a selector state the service
                 rejects; nothing changes then.
         """
         if state.get("version") not in READABLE_STATE_VERSIONS:
@@ -390,7 +300,7 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         log = [(int(step), [int(p) for p in positions]) for step, positions in state.get("dispatch_log", [])]
         inflight_state = state.get("inflight", None)
         if self.inflight is not None:
-            # checked before the actor is touched; a synchronous checkpoint (none) resumes with nothing in flight
+            # checked before the service is touched; a synchronous checkpoint (none) resumes with nothing in flight
             ledger = InflightLedger(self.inflight.stale_after)
             if inflight_state is not None:
                 ledger.load_state_dict(inflight_state, self.num_tasks)
@@ -400,8 +310,7 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
                 "not restore them, so their evidence never arrives",
                 len(inflight_state["entries"]),
             )
-        token = self._call("load_state_dict", from_torch_safe(state["selector_state"]))
-        self._incarnation = token
+        self.client.push_state(state["selector_state"])
         self._pending = [int(i) for i in state["pending"]]
         self._exclude = set()
         self._updates = int(state.get("updates", 0))

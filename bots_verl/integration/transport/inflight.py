@@ -16,7 +16,8 @@ the exclusion. Given the seed and the order of events, the choice is determinist
 ledger's dispatch order).
 
 The ledger only shapes selection. Which evidence reaches the posterior is decided elsewhere, by the trainer: the
-outcomes of the groups verl trains on, each weighed by its age (:mod:`bots_verl.integration.staleness`), nothing else.
+outcomes of the groups verl trains on, each weighed by its age (:mod:`bots_verl.integration.evidence.staleness`),
+nothing else.
 
 **Checkpoints.** The ledger rides in the sampler's state (``data.pt``). verl saves TransferQueue beside it in the async
 modes, with the same prompt uids (pending and running prompts are re-issued under their uid on resume), so after a

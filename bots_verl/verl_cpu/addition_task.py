@@ -7,7 +7,7 @@ among the response's words. A randomly initialised model (hidden 64, 2 layers) h
 work with. Each row carries a stable ``extra_info.index`` and two synthetic reference pass-rate columns
 (``weak_pass_rate``, ``strong_pass_rate``) for BOTS' implicit evidence.
 
-``python -m bots_verl.verl_cpu.toy OUT_DIR`` writes ``model/`` (model and tokenizer), ``train.parquet`` and
+``python -m bots_verl.verl_cpu.addition_task OUT_DIR`` writes ``model/`` (model and tokenizer), ``train.parquet`` and
 ``val.parquet``.
 """
 
@@ -177,7 +177,7 @@ def toy_overrides(paths: dict[str, str], prompts: int = 8, n: int = 4, response_
         f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={rows}",
         f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={rows}",
         f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={rows}",
-        "reward.custom_reward_function.path=pkg://bots_verl.verl_cpu.toy",
+        "reward.custom_reward_function.path=pkg://bots_verl.verl_cpu.addition_task",
         "reward.custom_reward_function.name=compute_score",
         "trainer.logger=[console]",
         "trainer.val_before_train=false",

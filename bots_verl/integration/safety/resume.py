@@ -7,9 +7,9 @@ before any worker starts.
 
 :func:`check_resume_data_pt` refuses a checkpoint whose ``data.pt`` holds no BOTS posterior, and
 :func:`check_resume_fingerprint` one whose posterior was built for another pool, reference columns or selector
-(:mod:`bots_verl.integration.fingerprint`): the driver (``bots_verl.main``, dry run included) compares what it knows
-without the dataset (selector, hyperparameters, reference column names), ``BOTSTrainer`` everything, once verl built
-the train dataset and before any worker starts.
+(:mod:`bots_verl.integration.safety.fingerprint`): the driver (``bots_verl.main``, dry run included) compares what it
+knows without the dataset (selector, hyperparameters, reference column names), ``BOTSTrainer`` everything, once verl
+built the train dataset and before any worker starts.
 
 A run log's ``metrics.jsonl`` is moved aside as ``metrics.part<k>.jsonl`` on every start and ``analysis`` reads the
 parts in order (:mod:`bots_verl.runlog`), so a fresh run in a directory holding an earlier run's metrics would show the
@@ -24,8 +24,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from bots_verl.integration.fingerprint import check_fingerprint
-from bots_verl.integration.sampler import checkpoint_sampler_state
+from bots_verl.integration.safety.fingerprint import check_fingerprint
+from bots_verl.integration.transport.sampler_state import checkpoint_sampler_state
 from bots_verl.runlog import logged_metrics_files
 
 __all__ = [
@@ -95,7 +95,8 @@ def check_resume_data_pt(folder: str | os.PathLike) -> dict[str, Any]:
         folder: the ``global_step_N`` folder verl will resume from.
 
     Returns:
-        The sampler state (:func:`~bots_verl.integration.sampler.checkpoint_sampler_state`), fingerprint included.
+        The sampler state (:func:`~bots_verl.integration.transport.sampler_state.checkpoint_sampler_state`), fingerprint
+        included.
 
     Raises:
         FileNotFoundError: ``data.pt`` is missing.
@@ -123,8 +124,8 @@ def check_resume_fingerprint(
     Args:
         folder: the checkpoint folder.
         sampler_state: what :func:`check_resume_data_pt` returned for it.
-        current: this run's fingerprint (:func:`~bots_verl.integration.fingerprint.run_fingerprint`); only what it
-            holds is compared.
+        current: this run's fingerprint (:func:`~bots_verl.integration.safety.fingerprint.run_fingerprint`); only what
+            it holds is compared.
         accept: ``bots.resume.accept_changed``.
 
     Raises:

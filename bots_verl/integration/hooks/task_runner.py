@@ -1,4 +1,4 @@
-"""``BOTSTaskRunner``: verl's own V1 task runner, building :class:`~bots_verl.integration.trainer.BOTSTrainer`.
+"""``BOTSTaskRunner``: verl's own V1 task runner, building :class:`~bots_verl.integration.hooks.trainer.BOTSTrainer`.
 
 ``trainer.v1.trainer_mode`` stays ``sync``: verl string-compares the mode in several places, so the runner runs verl's
 ``TaskRunnerV1.run`` with ``BOTSTrainer`` registered for that mode in its own process (:func:`trainer_registered`),
@@ -30,8 +30,8 @@ from omegaconf import DictConfig
 from verl.trainer.main_ppo import TaskRunnerV1
 from verl.trainer.ppo.v1 import trainer_base
 
-from bots_verl.integration.async_trainer import bots_trainer_class
-from bots_verl.integration.resume import check_run_log_dir
+from bots_verl.integration.hooks.async_trainer import bots_trainer_class
+from bots_verl.integration.safety.resume import check_run_log_dir
 from bots_verl.runlog import METRICS_FILE, rotate_metrics
 
 logger = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ def use_run_log(config: DictConfig) -> None:
 
     Raises:
         ValueError: for a fresh run in a directory holding an earlier run's metrics
-            (:func:`~bots_verl.integration.resume.check_run_log_dir`); nothing is moved then.
+            (:func:`~bots_verl.integration.safety.resume.check_run_log_dir`); nothing is moved then.
     """
     run_dir = config.bots.run_log.get("dir", None)
     if not run_dir:

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from bots_verl.integration.outcomes import Outcome, session_keys
-from bots_verl.integration.tasks import TaskIndex
+from bots_verl.integration.evidence.outcomes import Outcome, session_keys
+from bots_verl.integration.evidence.task_index import TaskIndex
 
 logger = logging.getLogger(__name__)
 

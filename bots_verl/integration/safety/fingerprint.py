@@ -10,7 +10,7 @@ silently. :func:`run_fingerprint` records:
 - ``reference_columns``: their names (weak -> strong) and a sha256 of the ``(N, K)`` values aligned to positions;
 - ``selector``: the selector name and every hyperparameter it runs with (defaults included).
 
-The sampler stores it in ``data.pt`` (:class:`~bots_verl.integration.sampler.BOTSSampler`). On resume
+The sampler stores it in ``data.pt`` (:class:`~bots_verl.integration.transport.sampler.BOTSSampler`). On resume
 :func:`check_fingerprint` compares the checkpoint's with this run's before any worker starts and refuses a change
 unless ``bots.resume.accept_changed`` names it (:data:`ACCEPTABLE`). Some changes no override can accept: another
 selector, another set of task ids (the posterior is indexed by position) and a hyperparameter whose value lives in the

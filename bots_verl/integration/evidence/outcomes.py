@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from bots_verl.integration.tasks import TaskIndex, task_id_of
+from bots_verl.integration.evidence.task_index import TaskIndex, task_id_of
 from bots_verl.rewards.success import SuccessRule
 
 logger = logging.getLogger(__name__)

@@ -1,9 +1,9 @@
-"""The run's selector as a named Ray actor.
+"""The run's selector as a named Ray actor (a *service*: in verl, "actor" is the policy being trained).
 
 One :class:`SelectorService` per run owns a :mod:`bots_verl.core` selector: a Beta posterior (``bots``, ``mopps``,
 ...) or any other registered one (``random``, ``sequential``, ``greso``, ...). The trainer (through
-:class:`~bots_verl.integration.sampler.BOTSSampler`) is its only writer; any process in the Ray cluster can read it by
-name, e.g. a monitoring script::
+:class:`~bots_verl.integration.transport.selector_client.SelectorClient`) is its only writer; any process in the Ray
+cluster can read it by name, e.g. a monitoring script::
 
     actor = ray.get_actor("bots_posterior_<project>_<experiment>", namespace="bots")
     print(ray.get(actor.stats.remote()))
@@ -12,7 +12,7 @@ The actor takes no CPU slot (``num_cpus=0``): its work is a few milliseconds per
 rollout or reward workers for slots.
 
 **Restarts.** The actor is created with ``max_restarts=0``. Every reply carries an ``incarnation`` token that changes
-whenever the state is (re)created or loaded; the sampler checks it. A killed actor, or one that Ray restarted with the
+whenever the state is (re)created or loaded; the client checks it. A killed actor, or one that Ray restarted with the
 prior, therefore makes the trainer fail loudly instead of silently training from the prior; resuming from the last
 checkpoint (verl's ``trainer.resume_mode=auto``) restores the posterior from ``data.pt``.
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -30,7 +30,34 @@ from bots_verl.core import ROLLOUT_ALLOCATIONS, build_selector
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SelectorService", "create_selector_actor", "from_torch_safe", "to_torch_safe"]
+__all__ = ["RemoteMethod", "SelectorActor", "SelectorService", "create_selector_service"]
+
+_Result_co = TypeVar("_Result_co", covariant=True)
+
+
+class RemoteMethod(Protocol[_Result_co]):
+    """One method of a Ray actor handle: ``handle.method.remote(*args)`` runs it in the actor and returns an
+    ``ObjectRef`` that ``ray.get`` turns into the method's result (``_Result_co``)."""
+
+    def remote(self, *args: Any) -> Any:
+        """Call the method in the actor (one Ray hop); returns the result's ``ObjectRef``."""
+        ...
+
+
+class SelectorActor(Protocol):
+    """The handle :func:`create_selector_service` returns: :class:`SelectorService`'s methods across the Ray hop.
+
+    Each attribute is called as ``handle.<method>.remote(...)``; the type parameter is what ``ray.get`` returns.
+    """
+
+    select: RemoteMethod[tuple[np.ndarray, str, float]]
+    update_selector: RemoteMethod[tuple[dict[str, float], str, float]]
+    allocate: RemoteMethod[tuple[np.ndarray, str, float]]
+    stats: RemoteMethod[dict[str, float]]
+    state_dict: RemoteMethod[tuple[dict[str, Any], str]]
+    load_state_dict: RemoteMethod[str]
+    incarnation_token: RemoteMethod[str]
+    posterior: RemoteMethod[tuple[np.ndarray, np.ndarray] | None]
 
 
 class SelectorService:
@@ -67,10 +94,11 @@ class SelectorService:
         indices = self.selector.select(batch_size)
         return indices, self.incarnation, (time.perf_counter() - t0) * 1e3
 
-    def update(
+    def update_selector(
         self, indices: np.ndarray, successes: np.ndarray, attempts: np.ndarray, lags: np.ndarray | None = None
-    ) -> tuple[dict, str, float]:
-        """Apply one step's evidence (validated by the selector; bad input raises and changes nothing).
+    ) -> tuple[dict[str, float], str, float]:
+        """Apply one step's evidence to the selector in this process (the core's ``Selector.update``, which validates
+        it: bad input raises and changes nothing).
 
         ``lags``: per task, how many policy versions old its evidence is (asynchronous training); None: all 0, the
         paper's update.
@@ -131,7 +159,7 @@ class SelectorService:
         return None
 
 
-def create_selector_actor(
+def create_selector_service(
     name: str,
     namespace: str,
     *,
@@ -140,8 +168,8 @@ def create_selector_actor(
     reference_pass_rates: np.ndarray | None = None,
     seed: int = 0,
     hparams: dict[str, Any] | None = None,
-):
-    """Create the run's named selector actor (``num_cpus=0``, ``max_restarts=0``).
+) -> SelectorActor:
+    """Create the run's named selector service, a Ray actor (``num_cpus=0``, ``max_restarts=0``).
 
     Args:
         name: actor name (``bots.actor.name``).
@@ -175,35 +203,3 @@ def create_selector_actor(
         raise ValueError(f"could not create the selector actor: {cause}") from exc
     logger.info("created selector actor %s/%s (%s, %d tasks)", namespace, name, selector, num_tasks)
     return handle
-
-
-def to_torch_safe(value: Any) -> Any:
-    """Replace numpy arrays and scalars by torch tensors and Python scalars, recursively.
-
-    verl loads ``data.pt`` with ``torch.load(weights_only=False)``, which would accept numpy; converting anyway keeps
-    the checkpoint loadable under ``weights_only=True`` (PyTorch's default) and free of pickled numpy internals.
-    """
-    import torch
-
-    if isinstance(value, np.ndarray):
-        if value.dtype == object:
-            return [to_torch_safe(v) for v in value.tolist()]
-        return {"__ndarray__": torch.from_numpy(np.array(value, copy=True))}
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, dict):
-        return {k: to_torch_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(to_torch_safe(v) for v in value)
-    return value
-
-
-def from_torch_safe(value: Any) -> Any:
-    """Inverse of :func:`to_torch_safe` (tensors marked as arrays become numpy arrays again)."""
-    if isinstance(value, dict):
-        if set(value) == {"__ndarray__"}:
-            return value["__ndarray__"].numpy().copy()
-        return {k: from_torch_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(from_torch_safe(v) for v in value)
-    return value

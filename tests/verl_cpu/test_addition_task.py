@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bots_verl.verl_cpu.toy import QUESTION, prompt_length
+from bots_verl.verl_cpu.addition_task import QUESTION, prompt_length
 
 
 def test_prompt_length_is_the_rendered_prompt_length(toy_model_dir):

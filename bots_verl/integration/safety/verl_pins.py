@@ -8,7 +8,8 @@ of :data:`PINS` names one verl object, the sha256 of its source in verl 0.9.1 an
 changes;
 ``tests/integration/test_verl_pins_on_cpu.py`` fails with that message as soon as an installed verl differs.
 
-After re-checking, update the hash with ``python -m bots_verl.integration.verl_pins`` (prints the current hashes).
+After re-checking, update the hash with ``python -m bots_verl.integration.safety.verl_pins`` (prints the current
+hashes).
 
 :func:`check_verl_drift` refuses a run (``bots_verl.main``, before Ray starts, and its dry run) whose installed verl is
 not :data:`VERL_VERSION`, whose pinned sources changed, or whose TransferQueue, torchdata or tensordict (whose
@@ -165,7 +166,7 @@ PINS: dict[str, tuple[str, str]] = {
         "9852cc45bd3fc72deaa3a195fee09401fefeb1d809e9fdd21c25986adba238b9",
         "scores each row as its own compute_score call (GroupedAgentLoopWorker's one reward call per group)",
     ),
-    # [async] bots_verl.integration.async_trainer, inflight, staleness
+    # [async] bots_verl.integration.hooks.async_trainer, inflight, staleness
     "verl.trainer.ppo.v1.trainer_colocate_async:PPOTrainerColocateAsync": (
         "678d665bb28cbed489cd4c783ee945a0457d6c774cf105a8c820a0388f04bce8",
         "BOTSColocateAsyncTrainer takes back its on_init_end/on_step_end/on_sample_end (async_trainer.SYNC_HOOKS)",
@@ -308,12 +309,12 @@ def check_verl_drift() -> None:
     if problems:
         raise VerlDriftError(
             f"bots-verl extends verl {VERL_VERSION} through private code that must not have changed (bots_verl/"
-            "integration/verl_pins.py), so it refuses to run here:\n  - "
+            "integration/safety/verl_pins.py), so it refuses to run here:\n  - "
             + "\n  - ".join(problems)
             + f"\nInstall the tested versions: pip install 'verl[verl-core]=={VERL_VERSION}' "
             + " ".join(f"'{d}{spec}'" for d, spec in DEPENDENCY_VERSIONS.items())
             + ". Moving to another version means re-checking every pin named above, then updating PINS "
-            "(python -m bots_verl.integration.verl_pins prints the current hashes) and VERL_VERSION"
+            "(python -m bots_verl.integration.safety.verl_pins prints the current hashes) and VERL_VERSION"
         )
 
 

@@ -1,7 +1,7 @@
 """``BOTSTrainer``: verl 0.9.1's sync V1 trainer with BOTS choosing the training tasks.
 
 verl 0.9.1 has no sampler hook, so we extend it at these points, without patching verl's classes (the verl sources
-they rely on are pinned in :mod:`bots_verl.integration.verl_pins`):
+they rely on are pinned in :mod:`bots_verl.integration.safety.verl_pins`):
 
 1. ``_init_dataloader``: after verl built the datasets and its dataloader, map positions to task ids, read the
    reference columns (from the dataset's local copies of the files), create the selector actor and rebuild
@@ -11,8 +11,8 @@ they rely on are pinned in :mod:`bots_verl.integration.verl_pins`):
    aggregate them per task and update the posterior. So ``data.pt`` of step N holds the posterior after step N, and
    the selection for step N+1 already sees step N's evidence.
 3. ``_build_replay_buffer``: verl's built-in buffer instance becomes a
-   :class:`~bots_verl.integration.replay_buffer.BOTSReplayBuffer` (dispatch-order tie-breaks; with the
-   deterministic ``hf`` rollout, rows in :mod:`~bots_verl.integration.canonical_order`; with DAPO, the evicted
+   :class:`~bots_verl.integration.hooks.replay_buffer.BOTSReplayBuffer` (dispatch-order tie-breaks; with the
+   deterministic ``hf`` rollout, rows in :mod:`~bots_verl.integration.hooks.canonical_order`; with DAPO, the evicted
    groups reported to :meth:`BOTSTrainer._bots_observe_evicted`).
 4. ``_fetch_one_gen_batch`` records the order in which prompts were dispatched and, with
    ``bots.rollout_allocation.mode=posterior``, gives each prompt its rollouts as ``__rollout_n__`` (the per-prompt
@@ -20,9 +20,9 @@ they rely on are pinned in :mod:`bots_verl.integration.verl_pins`):
    and ``_load_checkpoint`` refuse to resume a checkpoint whose ``data.pt`` (the posterior) is missing; ``init`` also
    refuses one that holds no BOTS sampler state (written by plain verl or another sampler), and ``_init_dataloader``
    one whose posterior was built for another pool, reference columns or selector (its fingerprint,
-   :mod:`bots_verl.integration.fingerprint`), unless ``bots.resume.accept_changed`` accepts the change.
+   :mod:`bots_verl.integration.safety.fingerprint`), unless ``bots.resume.accept_changed`` accepts the change.
 
-The task runner that builds it is :mod:`bots_verl.integration.task_runner`.
+The task runner that builds it is :mod:`bots_verl.integration.hooks.task_runner`.
 """
 
 from __future__ import annotations
@@ -40,19 +40,23 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils import tensordict_utils as tu
 
-from bots_verl.integration.actor import create_selector_actor
-from bots_verl.integration.canonical_order import wants_canonical_order
-from bots_verl.integration.fingerprint import dataset_prompts_digest, run_fingerprint
-from bots_verl.integration.metrics import bots_metrics
-from bots_verl.integration.outcomes import Outcome, SuccessRule, aggregate_outcomes, read_outcomes
-from bots_verl.integration.replay_buffer import adopt_replay_buffer
-from bots_verl.integration.resume import (
+from bots_verl.integration.evidence.outcomes import Outcome, SuccessRule, aggregate_outcomes, read_outcomes
+from bots_verl.integration.evidence.task_index import (
+    TaskIndex,
+    dataset_data_files,
+    dataset_task_ids,
+    read_reference_columns,
+)
+from bots_verl.integration.hooks.canonical_order import wants_canonical_order
+from bots_verl.integration.hooks.replay_buffer import adopt_replay_buffer
+from bots_verl.integration.hooks.step_metrics import bots_metrics
+from bots_verl.integration.safety.fingerprint import dataset_prompts_digest, run_fingerprint
+from bots_verl.integration.safety.resume import (
     check_resume_data_pt,
     check_resume_fingerprint,
     missing_data_pt_message,
     resume_folder,
 )
-from bots_verl.integration.sampler import BOTSSampler
 from bots_verl.integration.settings import (
     BOTSSettings,
     check_data_subset,
@@ -60,7 +64,9 @@ from bots_verl.integration.settings import (
     effective_hparams,
     parse_bots_config,
 )
-from bots_verl.integration.tasks import TaskIndex, dataset_data_files, dataset_task_ids, read_reference_columns
+from bots_verl.integration.transport.sampler import BOTSSampler
+from bots_verl.integration.transport.selector_client import SelectorClient
+from bots_verl.integration.transport.selector_service import create_selector_service
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
@@ -123,7 +129,7 @@ class BOTSTrainer(PPOTrainerSync):
             # whose posterior means something else before the actor is loaded with it
             folder, sampler_state = self._bots_resume
             check_resume_fingerprint(folder, sampler_state, fingerprint, self.bots.accept_changed)
-        actor = create_selector_actor(
+        service = create_selector_service(
             self.bots.actor_name,
             self.bots.actor_namespace,
             selector=self.bots.selector,
@@ -133,7 +139,11 @@ class BOTSTrainer(PPOTrainerSync):
             hparams=self.bots.hparams,
         )
         self.bots_sampler = BOTSSampler(
-            actor, num_tasks, self.config.data.train_batch_size, self.bots_task_index.task_ids, fingerprint
+            SelectorClient(service),
+            num_tasks,
+            self.config.data.train_batch_size,
+            self.bots_task_index.task_ids,
+            fingerprint,
         )
         self.train_dataloader = _with_sampler(self.train_dataloader, self.bots_sampler)
         self.train_dataloader_it = None
@@ -194,7 +204,7 @@ class BOTSTrainer(PPOTrainerSync):
             read_outcomes(keys, tags, partition_id, task_path=self.bots.task_id_path, rule=self._bots_rule)
         )
 
-    def bots_update(self, batch: Any) -> dict[str, float]:
+    def update_from_trained_batch(self, batch: Any) -> dict[str, float]:
         """Read ``batch``'s outcomes (plus this step's evicted groups) and update the posterior.
 
         Args:
@@ -215,7 +225,7 @@ class BOTSTrainer(PPOTrainerSync):
         self._bots_evicted = []
         indices, successes, attempts = aggregate_outcomes(outcomes, self.bots_task_index)
         read_ms = (time.perf_counter() - t0) * 1e3
-        select_ms, select_roundtrip_ms = self.bots_sampler.pop_timing()
+        select_ms, select_roundtrip_ms = self.bots_sampler.client.pop_timing()
         padding = float(sum(1 for tag in batch.tags if tag.get("is_padding", False)))
         allocated, self._bots_allocated = self._bots_allocated, {}
         if indices.size == 0:
@@ -227,7 +237,7 @@ class BOTSTrainer(PPOTrainerSync):
         t1 = time.perf_counter()
         # [async] the age of each task's evidence; None in sync mode (lag 0, the paper's update exactly)
         lags = self._bots_lags(batch, outcomes, indices)
-        stats, update_ms = self.bots_sampler.update(indices, successes, attempts, lags)
+        stats, update_ms = self.bots_sampler.forward_update(indices, successes, attempts, lags)
         update_roundtrip_ms = (time.perf_counter() - t1) * 1e3
         dispatch = self.bots_sampler.end_step()
         return bots_metrics(
@@ -247,7 +257,8 @@ class BOTSTrainer(PPOTrainerSync):
 
     def _bots_lags(self, batch: Any, outcomes: list[Outcome], indices: Any) -> Any:
         """Per-task policy lags of this step's evidence: None here (sync: every rollout is from the trained policy);
-        the asynchronous trainers (:mod:`bots_verl.integration.async_trainer`) read them from the trajectory tags."""
+        the asynchronous trainers (:mod:`bots_verl.integration.hooks.async_trainer`) read them from the trajectory
+        tags."""
         return None
 
     def step(self, metrics: dict, timing_raw: dict) -> Any:
@@ -256,7 +267,7 @@ class BOTSTrainer(PPOTrainerSync):
         self._bots_dispatch_counter = itertools.count()
         self.bots_sampler.begin_step(self.global_steps)
         batch = super().step(metrics, timing_raw)
-        metrics.update(self.bots_update(batch))
+        metrics.update(self.update_from_trained_batch(batch))
         return batch
 
 
