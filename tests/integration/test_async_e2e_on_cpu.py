@@ -8,6 +8,8 @@ rollout server after each step), Ray, TransferQueue, the FSDP2 actor and checkpo
 - **R**: A's step-2 checkpoint resumed in a new process to step 4. The prompts that were in flight at the
   checkpoint are re-dispatched by verl; the posterior must end with exactly A's count of rollouts, no more (double
   counting) and no fewer (dropped evidence).
+- **K**: the same run SIGKILLed (driver, Ray and every worker) once its step-2 checkpoint is written, while the next
+  step's prompts are in flight, then rerun in the same directory: it resumes from the checkpoint and ends as A did.
 
 (``separate_async`` cannot run here: verl's ``trainer_separate_async.py`` asserts a checkpoint engine other than
 ``naive``, and the CPU backend has only ``naive``; ``test_async_on_cpu.py`` tests its posterior side.)
@@ -15,11 +17,16 @@ rollout server after each step), Ray, TransferQueue, the FSDP2 actor and checkpo
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
-from integration_helpers import read_metrics, run_main, tail
+from integration_helpers import read_metrics, run_main, tail, train_env
 
 from bots_verl.integration.transport.sampler_state import checkpoint_sampler_state
 from bots_verl.verl_cpu.addition_task import build_toy, toy_overrides
@@ -80,6 +87,54 @@ def test_colocate_async_trains_with_bots_and_weighs_evidence_by_its_age(run_a):
     assert all(metrics[s]["bots/lag_max"] <= 1 for s in range(2, STEPS + 1))
     assert any(metrics[s]["bots/lag_mean"] > 0 for s in range(2, STEPS + 1))
     state = checkpoint_sampler_state(run_a / "ckpt" / f"global_step_{STEPS}" / "data.pt")
+    assert state["updates"] == STEPS and state["attempts"] == ROWS * STEPS
+
+
+def _kill_after_checkpoint(overrides: list[str], work: Path, step: int, timeout: float = 900) -> None:
+    """Run ``bots_verl.main`` and SIGKILL it, with every process it started, once ``step`` is checkpointed."""
+    import psutil
+
+    marker = work / "ckpt" / "latest_checkpointed_iteration.txt"
+    with (work / "killed.log").open("w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bots_verl.main", *overrides],
+            cwd=work,
+            env=train_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while not (marker.is_file() and marker.read_text().strip() == str(step)):
+            assert proc.poll() is None, f"the run ended before its step-{step} checkpoint: {work / 'killed.log'}"
+            assert time.monotonic() < deadline, "no checkpoint in time"
+            time.sleep(0.2)
+        family = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+        os.killpg(proc.pid, signal.SIGKILL)
+        for member in family:  # Ray's daemons and workers may have left the process group
+            try:
+                member.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(family, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def run_k(toy, tmp_path_factory) -> Path:
+    """A run SIGKILLed after its step-2 checkpoint, then rerun in the same directory (``resume_mode=auto``)."""
+    work = tmp_path_factory.mktemp("async_k")
+    _kill_after_checkpoint(_overrides(toy, work), work, step=2)
+    proc = run_main(_overrides(toy, work), cwd=work)
+    assert proc.returncode == 0, tail(proc)
+    return work
+
+
+def test_a_killed_async_run_resumes_as_if_never_killed(run_a, run_k):
+    uninterrupted = read_metrics(run_a / "run")
+    resumed = read_metrics(run_k / "run")
+    assert set(resumed) >= {3, 4}
+    assert resumed[4]["bots/posterior_rollouts_total"] == uninterrupted[4]["bots/posterior_rollouts_total"]
+    state = checkpoint_sampler_state(run_k / "ckpt" / f"global_step_{STEPS}" / "data.pt")
     assert state["updates"] == STEPS and state["attempts"] == ROWS * STEPS
 
 
