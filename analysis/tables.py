@@ -39,6 +39,7 @@ from analysis import loader, overhead, places, render
 from analysis.loader import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC, LoadError, Run
 from analysis.metrics import Curve, cost_to_baseline
 from analysis.table_model import BASELINE, PAPER_LABELS, Column, Table, display, row_labeller, row_sort_key
+from bots_verl.core import defaults
 from bots_verl.core import metrics as core
 
 __all__ = [
@@ -65,7 +66,7 @@ ABLATION_PARAMS: dict[str, tuple[tuple[str, ...], str, bool]] = {
     "selection": (("selection",), "selection", False),
 }
 #: BOTS defaults (paper Sec. 4): the parameters not ablated are held here.
-DEFAULTS: dict[str, Any] = {"rho": 0.1, "lam": 0.1, "selection": "thompson"}
+DEFAULTS: dict[str, Any] = {"rho": defaults.RHO, "lam": defaults.LAM, "selection": defaults.SELECTION}
 
 
 def main_columns(wall_clock: bool = False) -> list[Column]:

@@ -25,24 +25,19 @@ import hydra
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 
-from bots_verl.integration.evidence.task_index import GURU_DOMAINS, check_parquet_columns, check_parquet_domain
-from bots_verl.integration.safety.fingerprint import run_fingerprint
-from bots_verl.integration.safety.resume import (
-    check_resume_data_pt,
-    check_resume_fingerprint,
-    check_run_log_dir,
-    resume_folder,
-)
-from bots_verl.integration.safety.verl_pins import check_verl_drift
-from bots_verl.integration.settings import (
-    BOTSSettings,
+from bots_verl.config.bots_config import BOTSConfig, check_bots_config, effective_hparams, read_bots_config
+from bots_verl.config.verl_checks import (
     check_data_subset,
     check_verl_compat,
-    effective_hparams,
+    dapo_enabled,
     local_path_exists,
-    parse_bots_config,
     train_files,
 )
+from bots_verl.core.defaults import ROLLOUTS_PER_TASK
+from bots_verl.integration.evidence.task_index import GURU_DOMAINS, check_parquet_columns, check_parquet_domain
+from bots_verl.integration.safety.fingerprint import run_fingerprint
+from bots_verl.integration.safety.resume import check_resume
+from bots_verl.integration.safety.verl_pins import check_verl_drift
 from bots_verl.verl_cpu import launch
 
 logger = logging.getLogger(__name__)
@@ -50,36 +45,31 @@ logger = logging.getLogger(__name__)
 __all__ = ["check_config", "main", "run"]
 
 
-def _warn_dapo(settings: BOTSSettings) -> None:
-    if settings.dapo:
+def _warn_dapo(config: DictConfig) -> None:
+    if dapo_enabled(config):
         logger.warning(
             "algorithm.filter_groups.enable=true with BOTS: groups evicted by DAPO are still fed to the posterior "
             "(BOTSReplayBuffer), but verl then draws prompts one at a time; see bots_verl/integration/README.md"
         )
 
 
-def _check_resume(config: DictConfig, settings: BOTSSettings) -> None:
-    """Refuse, here already, a resume whose posterior was built for another selector, hyperparameters or reference
-    columns (the parts of the fingerprint known without the dataset).
+def _driver_fingerprint(bots: BOTSConfig) -> dict:
+    """The parts of the run's fingerprint known without the dataset: selector, hyperparameters, reference names.
 
-    ``BOTSTrainer`` checks the whole fingerprint (the pool and the reference values too) once verl built the train
-    dataset, and refuses a missing ``data.pt``; a checkpoint without one is left to it here.
+    ``BOTSTrainer`` compares the whole fingerprint (the pool and the reference values too) once verl built the train
+    dataset.
     """
-    folder = resume_folder(config)
-    if folder is None or not os.path.isfile(os.path.join(folder, "data.pt")):
-        return
-    current = run_fingerprint(
+    return run_fingerprint(
         task_ids=None,
         prompts_sha256=None,
-        reference_columns=settings.reference_columns,
+        reference_columns=bots.reference_columns,
         reference=None,
-        selector=settings.selector,
-        hparams=effective_hparams(settings.selector, settings.hparams, len(settings.reference_columns), settings.seed),
+        selector=bots.selector,
+        hparams=effective_hparams(bots.selector, bots.hparams, len(bots.reference_columns), bots.selector_seed),
     )
-    check_resume_fingerprint(folder, check_resume_data_pt(folder), current, settings.accept_changed)
 
 
-def check_config(config: DictConfig) -> BOTSSettings:
+def check_config(config: DictConfig) -> BOTSConfig:
     """Every check that needs no Ray and no GPU: verl's ``validate_config`` plus the ``bots:`` section.
 
     Paths that may only exist on the cluster (model, data files) give warnings; a local train parquet is checked for
@@ -89,7 +79,7 @@ def check_config(config: DictConfig) -> BOTSSettings:
         config: the composed config (mutated only by verl's ``auto_set_device``).
 
     Returns:
-        The validated BOTS settings.
+        The ``bots:`` section, read and checked once here (:mod:`bots_verl.config.bots_config`).
 
     Raises:
         ValueError: for malformed config (the message names the key), a fresh run in a ``bots.run_log.dir`` that
@@ -101,11 +91,16 @@ def check_config(config: DictConfig) -> BOTSSettings:
     from verl.utils.device import auto_set_device
 
     auto_set_device(config)
-    settings = parse_bots_config(config)
+    bots = check_bots_config(config, read_bots_config(config))
     check_verl_compat(config)
     check_data_subset(config)
-    check_run_log_dir(config)  # before meta.json is written or any worker starts
-    _check_resume(config, settings)
+    # before meta.json is written or any worker starts; a data.pt that is not here is left to the trainer
+    check_resume(
+        config,
+        fingerprint=_driver_fingerprint(bots),
+        accept=bots.resume.accept_changed,
+        require_data_pt=False,
+    )
     try:
         validate_config(
             config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
@@ -120,11 +115,12 @@ def check_config(config: DictConfig) -> BOTSSettings:
         else:
             # verl validates with asserts (some inside its config dataclasses); a config error should read as one
             raise ValueError(f"verl validate_config: {exc}") from exc
-    _warn_dapo(settings)
+    _warn_dapo(config)
     if config.actor_rollout_ref.rollout.n < 2:
         logger.warning(
-            "actor_rollout_ref.rollout.n=%s: BOTS' evidence needs several rollouts per task (paper: 16)",
+            "actor_rollout_ref.rollout.n=%s: BOTS' evidence needs several rollouts per task (paper: %d)",
             config.actor_rollout_ref.rollout.n,
+            ROLLOUTS_PER_TASK,
         )
 
     model_path = config.actor_rollout_ref.model.get("path", None)
@@ -135,10 +131,10 @@ def check_config(config: DictConfig) -> BOTSSettings:
             logger.warning("data.train_files entry %s does not exist here; its columns are not checked", file)
             continue
         if file.endswith(".parquet"):
-            check_parquet_columns(file, [settings.task_id_path[0], *settings.reference_columns])
-            if settings.domain in GURU_DOMAINS:
-                check_parquet_domain(file, settings.domain)
-    return settings
+            check_parquet_columns(file, [bots.task_id_path[0], *bots.reference_columns])
+            if bots.run_log.domain in GURU_DOMAINS:
+                check_parquet_domain(file, bots.run_log.domain)
+    return bots
 
 
 def _absolute_run_log_dir(config: DictConfig) -> None:
@@ -148,14 +144,14 @@ def _absolute_run_log_dir(config: DictConfig) -> None:
         config.bots.run_log.dir = os.path.abspath(os.path.expanduser(run_dir))
 
 
-def _summary(config: DictConfig, settings: BOTSSettings) -> str:
+def _summary(config: DictConfig, bots: BOTSConfig) -> str:
     lines = [
         "BOTS dry run: config OK",
-        f"  bots.selector={settings.selector} hparams={settings.hparams} seed={settings.seed}",
-        f"  bots.reference_columns={list(settings.reference_columns)} task_id_field={settings.task_id_field}",
-        f"  bots.success.rule={settings.success_rule} threshold={settings.success_threshold}",
-        f"  bots.actor={settings.actor_namespace}/{settings.actor_name} run_log.dir={settings.run_log_dir}",
-        f"  bots.resume.accept_changed={list(settings.accept_changed)}",
+        f"  bots.selector={bots.selector} hparams={bots.hparams} seed={bots.seed}",
+        f"  bots.reference_columns={list(bots.reference_columns)} task_id_field={bots.task_id_field}",
+        f"  bots.success.rule={bots.success.rule} threshold={bots.success.threshold}",
+        f"  bots.actor={bots.actor.namespace}/{bots.actor.name} run_log.dir={bots.run_log.dir}",
+        f"  bots.resume.accept_changed={list(bots.resume.accept_changed)}",
         f"  model={config.actor_rollout_ref.model.get('path')} train_files={train_files(config)}",
         f"  train_batch_size={config.data.train_batch_size} rollout.n={config.actor_rollout_ref.rollout.n} "
         f"adv_estimator={config.algorithm.adv_estimator} total_epochs={config.trainer.total_epochs} "
@@ -179,9 +175,9 @@ def _plain_list(value) -> list:
     return [value] if isinstance(value, str) else list(value or [])
 
 
-def _prepare_run_log(config: DictConfig, settings: BOTSSettings) -> None:
+def _prepare_run_log(config: DictConfig, bots: BOTSConfig) -> None:
     """Write meta.json and turn on verl's file logger (the task runner points it at the run directory)."""
-    if not settings.run_log_dir:
+    if not bots.run_log.dir:
         return
     from bots_verl.runlog import write_meta
 
@@ -190,22 +186,22 @@ def _prepare_run_log(config: DictConfig, settings: BOTSSettings) -> None:
         # metrics.jsonl of the run log is written by verl's own file backend
         config.trainer.logger = [*loggers, "file"]
     write_meta(
-        settings.run_log_dir,
-        run_id=settings.run_id,
+        bots.run_log.dir,
+        run_id=bots.run_log.run_id,
         source="verl",
-        domain=settings.domain,
+        domain=bots.run_log.domain,
         model=config.actor_rollout_ref.model.get("path"),
-        method=settings.method,
-        seed=settings.seed,
-        hparams=settings.hparams,
+        method=bots.run_log.method,
+        seed=bots.selector_seed,
+        hparams=bots.hparams,
         total_steps=config.trainer.get("total_training_steps"),
         extra={
-            "selector": settings.selector,
+            "selector": bots.selector,
             # every hyperparameter the selector runs with (defaults included), so a run log says what ran
             "effective_hparams": effective_hparams(
-                settings.selector, settings.hparams, len(settings.reference_columns), settings.seed
+                bots.selector, bots.hparams, len(bots.reference_columns), bots.selector_seed
             ),
-            "reference_columns": list(settings.reference_columns),
+            "reference_columns": list(bots.reference_columns),
             "train_batch_size": config.data.train_batch_size,
             "rollout_n": config.actor_rollout_ref.rollout.n,
             "experiment_name": config.trainer.experiment_name,
@@ -234,9 +230,9 @@ def run(config: DictConfig, overrides: Sequence[str] = ()) -> None:
     # is no longer there (the drift check imports the pinned verl modules).
     check_verl_drift()
     _absolute_run_log_dir(config)
-    settings = check_config(config)
-    if settings.dry_run:
-        print(_summary(config, settings))
+    bots = check_config(config)
+    if bots.dry_run:
+        print(_summary(config, bots))
         if cpu_settings is not None:
             print(f"  CPU backend (bots_verl.verl_cpu) set: {' '.join(cpu_settings) or 'nothing (all given)'}")
         return
@@ -246,7 +242,7 @@ def run(config: DictConfig, overrides: Sequence[str] = ()) -> None:
 
     from bots_verl.integration.hooks.task_runner import BOTSTaskRunner
 
-    _prepare_run_log(config, settings)
+    _prepare_run_log(config, bots)
     run_ppo(config, task_runner_class=ray.remote(num_cpus=1)(BOTSTaskRunner))
 
 

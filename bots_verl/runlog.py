@@ -29,7 +29,7 @@ Metric names follow verl's tracking:
 **Method labels** (``meta.json`` ``method``): :data:`METHODS` names the paper's five main-table methods (Random,
 Offline easy->hard, BOTS-MoPPS, BOTS-DOTS, BOTS) and :func:`method_spec` also reads the ablation labels
 ``bots_rho<x>``, ``bots_lambda<x>`` and ``bots_greedy``. Each label means one selector with fixed hyperparameters; the
-entry point refuses a label that disagrees with the config it runs (``bots_verl.integration.settings``), and
+entry point refuses a label that disagrees with the config it runs (``bots_verl.config.bots_config``), and
 ``analysis/`` uses the same table for the paper's row order and names.
 
 This module uses the standard library only.
@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from bots_verl.core.defaults import PAPER_BOTS
 from bots_verl.fileio import write_json_atomic
 
 __all__ = [
@@ -295,9 +296,6 @@ class MethodSpec:
     source: str = ""
 
 
-# BOTS' own defaults (paper Sec. 4 and the authors' bots.yaml: lamb 0.1, rho 0.1, target_reward 0.5, do_sample true).
-_BOTS = {"lam": 0.1, "rho": 0.1, "target": 0.5, "selection": "thompson", "evidence": "interpolation"}
-
 #: The paper's main-table methods, in its row order.
 PAPER_METHODS: tuple[MethodSpec, ...] = (
     MethodSpec("random", "Random", "random", {}, "paper Sec. 4: uniform sampling, the reference of every ratio"),
@@ -312,7 +310,7 @@ PAPER_METHODS: tuple[MethodSpec, ...] = (
         "bots_mopps",
         "BOTS-MoPPS",
         "bots",
-        {**_BOTS, "lam": 0.0, "rho": 0.0, "evidence": "none"},
+        {**PAPER_BOTS, "lam": 0.0, "rho": 0.0, "evidence": "none"},
         "paper notes: 'lambda = 0, rho = 0' (explicit evidence only, Thompson sampling); MoPPS' math default "
         "decay 1.0 = lambda 0",
     ),
@@ -320,10 +318,10 @@ PAPER_METHODS: tuple[MethodSpec, ...] = (
         "bots_dots",
         "BOTS-DOTS",
         "bots",
-        {**_BOTS, "lam": 1.0, "rho": 1.0, "selection": "greedy"},
+        {**PAPER_BOTS, "lam": 1.0, "rho": 1.0, "selection": "greedy"},
         "paper notes: 'approximating lambda = 1, rho = 1', 'without Thompson sampling' (greedy on the posterior mean)",
     ),
-    MethodSpec("bots", "BOTS", "bots", dict(_BOTS), "paper Sec. 4 defaults"),
+    MethodSpec("bots", "BOTS", "bots", dict(PAPER_BOTS), "paper Sec. 4 defaults"),
 )
 
 #: Every fixed label by name (the ablation labels with a value are parsed by :func:`method_spec`).
@@ -333,7 +331,7 @@ METHODS: dict[str, MethodSpec] = {
         "bots_greedy",
         "BOTS (greedy)",
         "bots",
-        {**_BOTS, "selection": "greedy"},
+        {**PAPER_BOTS, "selection": "greedy"},
         "paper ablation: Thompson sampling vs greedy selection on the posterior mean, lambda = rho = 0.1",
     ),
 }
@@ -364,7 +362,9 @@ def method_spec(label: str) -> MethodSpec | None:
             f"method label {label!r}: {match['prefix']}<x> is a sweep label and needs a value in [0, 1] "
             f"(e.g. {match['prefix']}0.05), got {match['value']!r}"
         )
-    return MethodSpec(label, f"BOTS ({symbol}={value:g})", "bots", {**_BOTS, key: value}, f"paper {symbol} ablation")
+    return MethodSpec(
+        label, f"BOTS ({symbol}={value:g})", "bots", {**PAPER_BOTS, key: value}, f"paper {symbol} ablation"
+    )
 
 
 def method_display(label: str) -> str:

@@ -155,3 +155,13 @@ def test_nothing_in_the_library_imports_the_benchmarks(graph):
         if d == "bots_verl.benchmarks" or d.startswith("bots_verl.benchmarks.")
     }
     assert reached == set()
+
+
+def test_the_config_stands_below_the_verl_glue(graph):
+    reached = {
+        (m, d)
+        for m, deps in _under(graph, "bots_verl.config").items()
+        for d in deps
+        if d.startswith("bots_verl.integration")
+    }
+    assert reached == set()

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from bots_verl.core import defaults
 from bots_verl.core.evidence import EVIDENCE, ImplicitEvidence
 from bots_verl.core.metrics import pearson, roc_auc
 from bots_verl.core.posterior import BetaPosterior
@@ -63,16 +64,16 @@ class BetaPosteriorSelector(Selector):
     """
 
     DEFAULTS: ClassVar[dict[str, Any]] = {
-        "lam": 0.1,
-        "rho": 0.1,
-        "target": 0.5,
-        "evidence": "interpolation",
+        "lam": defaults.LAM,
+        "rho": defaults.RHO,
+        "target": defaults.TARGET,
+        "evidence": defaults.EVIDENCE,
         "implicit_scale": None,
-        "selection": "thompson",
-        "alpha0": 1.0,
-        "beta0": 1.0,
-        "warm_start_weight": 0.0,
-        "warm_start_mu": 0.0,
+        "selection": defaults.SELECTION,
+        "alpha0": defaults.ALPHA0,
+        "beta0": defaults.BETA0,
+        "warm_start_weight": defaults.WARM_START_WEIGHT,
+        "warm_start_mu": defaults.WARM_START_MU,
     }
     RETIRED: ClassVar[dict[str, str]] = moved_to_simulator(("prior", "prior_strength", "prior_column"), "bots_ablation")
     # the prior is part of the posterior's state (BetaPosterior.alpha0/beta0), restored from a checkpoint as saved

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from bots_verl.core import defaults
 from bots_verl.core.registry import Registry
 from bots_verl.core.validation import check_count, check_unit_interval, require_keys
 
@@ -150,7 +151,7 @@ class InterpolationEvidence(ImplicitEvidence):
         degenerate_tol: the smallest reference gap on a batch that updates ``mu``.
     """
 
-    DEFAULTS: ClassVar[dict[str, Any]] = {"gamma": 0.9, "degenerate_tol": 1e-3}
+    DEFAULTS: ClassVar[dict[str, Any]] = {"gamma": defaults.GAMMA, "degenerate_tol": defaults.DEGENERATE_TOL}
     needs_reference: ClassVar[bool] = True
 
     @classmethod

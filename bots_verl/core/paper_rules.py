@@ -31,7 +31,8 @@ One training step ``t`` (paper Sec. 3, Fig. 1):
    it gets its full explicit counts. An untrained task has ``s = f = 0``, ``s_tilde = m * p_tilde_k`` and
    ``f_tilde = m * (1 - p_tilde_k)``, with ``m`` the rollouts per task (16; here the batch's mean ``n_k``).
 
-Paper defaults: ``lam = rho = 0.1``, ``p* = 0.5``, ``gamma = 0.9``, ``alpha0 = beta0 = 1``. Special cases (Sec. 4):
+Paper defaults (:mod:`bots_verl.core.defaults`): ``lam = rho = 0.1``, ``p* = 0.5``, ``gamma = 0.9``,
+``alpha0 = beta0 = 1``. Special cases (Sec. 4):
 ``rho = 0`` is MoPPS (explicit evidence only; ``mopps``), ``rho = 1`` the DOTS-like implicit-only ablation
 (``implicit_only``).
 
@@ -67,6 +68,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from bots_verl.core import defaults
+
 __all__ = ["PaperBOTS", "lag_weight", "warm_start"]
 
 
@@ -79,7 +82,11 @@ def lag_weight(lags: np.ndarray, lam: float) -> np.ndarray:
 
 
 def warm_start(
-    reference: np.ndarray, weight: float, mu0: float = 0.0, alpha0: float = 1.0, beta0: float = 1.0
+    reference: np.ndarray,
+    weight: float,
+    mu0: float = defaults.WARM_START_MU,
+    alpha0: float = defaults.ALPHA0,
+    beta0: float = defaults.BETA0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Ours, not the paper's: the posterior before step 1, ``weight`` pseudo-counts at the interpolation at ``mu0``.
 
@@ -112,16 +119,16 @@ class PaperBOTS:
         *,
         num_tasks: int | None = None,
         seed: int = 0,
-        lam: float = 0.1,
-        rho: float = 0.1,
-        target: float = 0.5,
-        gamma: float = 0.9,
-        alpha0: float = 1.0,
-        beta0: float = 1.0,
+        lam: float = defaults.LAM,
+        rho: float = defaults.RHO,
+        target: float = defaults.TARGET,
+        gamma: float = defaults.GAMMA,
+        alpha0: float = defaults.ALPHA0,
+        beta0: float = defaults.BETA0,
         implicit_scale: float | None = None,
-        degenerate_tol: float = 1e-3,
-        warm_start_weight: float = 0.0,
-        warm_start_mu: float = 0.0,
+        degenerate_tol: float = defaults.DEGENERATE_TOL,
+        warm_start_weight: float = defaults.WARM_START_WEIGHT,
+        warm_start_mu: float = defaults.WARM_START_MU,
     ) -> None:
         n = len(reference) if reference is not None else num_tasks
         if n is None:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from bots_verl.core.defaults import TARGET
 from bots_verl.core.registry import Registry
 
 logger = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
 
 @SELECTION_RULES.register("thompson")
 def thompson(
-    alpha: np.ndarray, beta: np.ndarray, k: int, rng: np.random.Generator, *, target: float = 0.5
+    alpha: np.ndarray, beta: np.ndarray, k: int, rng: np.random.Generator, *, target: float = TARGET
 ) -> tuple[np.ndarray, np.ndarray]:
     """Thompson sampling (paper Sec. 3.4): one Beta draw per task, the k draws closest to the target."""
     p_hat = rng.beta(alpha, beta)
@@ -56,7 +57,7 @@ def thompson(
 
 @SELECTION_RULES.register("greedy")
 def greedy(
-    alpha: np.ndarray, beta: np.ndarray, k: int, rng: np.random.Generator, *, target: float = 0.5
+    alpha: np.ndarray, beta: np.ndarray, k: int, rng: np.random.Generator, *, target: float = TARGET
 ) -> tuple[np.ndarray, np.ndarray]:
     """The k posterior means closest to the target; exact ties (e.g. the flat prior) broken at random."""
     mean = alpha / (alpha + beta)
@@ -68,7 +69,7 @@ def greedy(
 
 @SELECTION_RULES.register("softmax")
 def softmax(
-    alpha: np.ndarray, beta: np.ndarray, k: int, rng: np.random.Generator, *, target: float = 0.5, tau: float = 0.1
+    alpha: np.ndarray, beta: np.ndarray, k: int, rng: np.random.Generator, *, target: float = TARGET, tau: float = 0.1
 ) -> tuple[np.ndarray, np.ndarray]:
     """k draws without replacement, probabilities softmax(-|mean - target| / tau) (Gumbel-top-k)."""
     if not tau > 0:

@@ -71,9 +71,10 @@ def build_model(
     Returns:
         ``out_dir`` as a path.
     """
-    import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
+
+    from bots_verl.verl_cpu.tiny_model import save_random_llama
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -83,24 +84,17 @@ def build_model(
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(out)
-
-    torch.manual_seed(seed)
-    config = LlamaConfig(
+    save_random_llama(
+        out,
         vocab_size=len(vocab),
+        pad_id=0,
+        eos_id=1,
+        seed=seed,
         hidden_size=hidden_size,
-        intermediate_size=2 * hidden_size,
-        num_hidden_layers=num_layers,
-        num_attention_heads=num_heads,
-        num_key_value_heads=max(1, num_heads // 2),
-        max_position_embeddings=512,
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=1,
-        tie_word_embeddings=False,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        max_positions=512,
     )
-    model = LlamaForCausalLM(config)
-    model.save_pretrained(out)
-    GenerationConfig(eos_token_id=1, pad_token_id=0).save_pretrained(out)
     return out
 
 

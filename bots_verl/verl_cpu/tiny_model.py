@@ -20,7 +20,7 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CHAT_TEMPLATE", "SPECIAL_TOKENS", "build_tiny_model"]
+__all__ = ["CHAT_TEMPLATE", "SPECIAL_TOKENS", "build_tiny_model", "save_random_llama"]
 
 #: Qwen2.5's chat markers; ``<|im_end|>`` ends an assistant turn (the end-of-sequence token)
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
@@ -52,6 +52,55 @@ def _tokenizer():
     return fast
 
 
+def save_random_llama(
+    out_dir: Path,
+    *,
+    vocab_size: int,
+    pad_id: int,
+    eos_id: int,
+    seed: int,
+    hidden_size: int,
+    num_layers: int,
+    num_heads: int,
+    max_positions: int,
+) -> None:
+    """Write a randomly initialised Llama (safetensors) and its generation config to ``out_dir``.
+
+    The MLP is twice as wide as ``hidden_size``, there are half as many key/value heads as heads, ``eos_id`` is also
+    the start token, and the weights depend on ``seed`` alone (``torch.manual_seed`` right before they are drawn).
+
+    Args:
+        out_dir: model directory (it exists).
+        vocab_size: the tokenizer's size.
+        pad_id: padding token id.
+        eos_id: end-of-sequence (and start) token id.
+        seed: initialisation seed.
+        hidden_size: model width.
+        num_layers: transformer layers.
+        num_heads: attention heads.
+        max_positions: longest sequence.
+    """
+    import torch
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=max(1, num_heads // 2),
+        max_position_embeddings=max_positions,
+        pad_token_id=pad_id,
+        bos_token_id=eos_id,
+        eos_token_id=eos_id,
+        tie_word_embeddings=False,
+    )
+    LlamaForCausalLM(config).save_pretrained(out_dir)
+    GenerationConfig(eos_token_id=eos_id, pad_token_id=pad_id).save_pretrained(out_dir)
+
+
 def build_tiny_model(
     out_dir: str | Path, *, seed: int = 0, hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4
 ) -> Path:
@@ -70,8 +119,6 @@ def build_tiny_model(
     Raises:
         ValueError: if ``out_dir`` holds a tiny model built with other settings.
     """
-    import torch
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
     out = Path(out_dir)
     spec = {"seed": seed, "hidden_size": hidden_size, "num_layers": num_layers, "num_heads": num_heads, "version": 1}
@@ -85,22 +132,17 @@ def build_tiny_model(
     tokenizer = _tokenizer()
     tokenizer.save_pretrained(out)
     pad, eos = tokenizer.convert_tokens_to_ids([SPECIAL_TOKENS[0], SPECIAL_TOKENS[2]])
-    torch.manual_seed(seed)
-    config = LlamaConfig(
+    save_random_llama(
+        out,
         vocab_size=len(tokenizer),
+        pad_id=pad,
+        eos_id=eos,
+        seed=seed,
         hidden_size=hidden_size,
-        intermediate_size=2 * hidden_size,
-        num_hidden_layers=num_layers,
-        num_attention_heads=num_heads,
-        num_key_value_heads=max(1, num_heads // 2),
-        max_position_embeddings=4096,
-        pad_token_id=pad,
-        bos_token_id=eos,
-        eos_token_id=eos,
-        tie_word_embeddings=False,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        max_positions=4096,
     )
-    LlamaForCausalLM(config).save_pretrained(out)
-    GenerationConfig(eos_token_id=eos, pad_token_id=pad).save_pretrained(out)
     # written last: a directory without it is an unfinished build and is rebuilt
     marker.write_text(json.dumps(spec, sort_keys=True))
     return out

@@ -28,16 +28,14 @@ def main() -> None:
     """Command line (see the module docstring)."""
     from hydra import compose, initialize_config_module
 
-    from bots_verl.integration.settings import parse_bots_config
+    from bots_verl.config.bots_config import read_bots_config
     from bots_verl.main import run
 
     step, ckpt, overrides = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:]
     with initialize_config_module(config_module="bots_verl.config", version_base=None):
         config = compose(config_name="bots_trainer", overrides=overrides)
-    settings = parse_bots_config(config)
-    killer = threading.Thread(
-        target=_kill_after, args=(step, ckpt, settings.actor_name, settings.actor_namespace), daemon=True
-    )
+    bots = read_bots_config(config)
+    killer = threading.Thread(target=_kill_after, args=(step, ckpt, bots.actor.name, bots.actor.namespace), daemon=True)
     killer.start()
     run(config, overrides)
 

@@ -28,6 +28,7 @@ from verl.trainer.ppo.v1.trainer_colocate_async import PPOTrainerColocateAsync
 from verl.trainer.ppo.v1.trainer_separate_async import PPOTrainerSeparateAsync
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
+from bots_verl.config.bots_config import BOTSConfig
 from bots_verl.core import build_selector
 from bots_verl.integration.evidence.outcomes import SuccessRule
 from bots_verl.integration.evidence.staleness import session_lags
@@ -40,7 +41,6 @@ from bots_verl.integration.hooks.async_trainer import (
     registered_train_prompts,
 )
 from bots_verl.integration.hooks.trainer import BOTSTrainer
-from bots_verl.integration.settings import BOTSSettings
 from bots_verl.integration.transport.inflight import InflightLedger
 from bots_verl.integration.transport.sampler import BOTSSampler
 from bots_verl.integration.transport.selector_client import SelectorClient
@@ -131,22 +131,7 @@ class Cluster:
 def _trainer(cluster: Cluster, global_steps: int, cls=BOTSColocateAsyncTrainer):
     """The async trainer's BOTS state, without verl's workers (``update_from_trained_batch`` needs nothing else)."""
     trainer = cls.__new__(cls)
-    trainer.bots = BOTSSettings(
-        selector="bots",
-        hparams={},
-        seed=3,
-        reference_columns=("weak", "strong"),
-        task_id_field="extra_info.index",
-        success_rule="auto",
-        success_threshold=0.0,
-        actor_name="unused",
-        actor_namespace="bots_tests",
-        run_log_dir=None,
-        run_id=None,
-        domain=None,
-        method="bots",
-        dry_run=False,
-    )
+    trainer.bots = BOTSConfig(selector="bots", seed=3, reference_columns=["weak", "strong"])
     trainer._bots_rule = SuccessRule("auto", 0.0)
     trainer._bots_evicted = []
     trainer._bots_allocated = {}

@@ -47,8 +47,8 @@ def test_bad_selector_fails_with_clear_message(pool, tokenizer_dir):
 
 def test_dry_run_warns_for_paths_only_on_the_cluster(caplog):
     cfg = compose(base_overrides("/cluster/data/train.parquet", "/cluster/models/qwen", "bots.dry_run=true"))
-    settings = check_config(cfg)
-    assert settings.dry_run and settings.reference_columns == ("weak_pass_rate", "strong_pass_rate")
+    bots = check_config(cfg)
+    assert bots.dry_run and bots.reference_columns == ["weak_pass_rate", "strong_pass_rate"]
     assert "does not exist here" in caplog.text and "not a local path" in caplog.text
 
 
@@ -135,8 +135,8 @@ def test_dry_run_refuses_a_resume_whose_posterior_was_built_for_other_hparams_or
 ):
     """The driver compares what it knows without the dataset (selector, hyperparameters, reference column names)
     with the checkpoint's fingerprint, so the dry run already says what the trainer would refuse."""
+    from bots_verl.config.bots_config import effective_hparams
     from bots_verl.integration.safety.fingerprint import run_fingerprint
-    from bots_verl.integration.settings import effective_hparams
 
     ckpt = tmp_path / "ckpt"
     columns = ["weak_pass_rate", "strong_pass_rate"]

@@ -17,10 +17,10 @@ import torch
 from omegaconf import OmegaConf
 from torchdata.stateful_dataloader import StatefulDataLoader
 
+from bots_verl.config.bots_config import effective_hparams
 from bots_verl.integration.hooks.trainer import BOTSTrainer
 from bots_verl.integration.safety.fingerprint import run_fingerprint
 from bots_verl.integration.safety.resume import check_resume_data_pt, check_resume_fingerprint
-from bots_verl.integration.settings import effective_hparams
 from bots_verl.integration.transport.sampler import BOTSSampler
 from bots_verl.integration.transport.selector_client import InProcessSelectorClient
 from bots_verl.integration.transport.selector_service import SelectorService

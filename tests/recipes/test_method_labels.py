@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bots_verl.integration.settings import effective_hparams, resolve_method_label
+from bots_verl.config.bots_config import effective_hparams, resolve_method_label
 
 PAPER_BOTS = {"lam": 0.1, "rho": 0.1, "target": 0.5, "selection": "thompson", "evidence": "interpolation"}
 

@@ -117,10 +117,10 @@ def test_every_recipe_dry_run_validates(tmp_path: Path, data_dir: Path) -> None:
     from bots_verl.main import check_config
 
     for name, config in zip(recorded, compose(recorded.values()), strict=True):
-        settings = check_config(config)
-        assert settings.dry_run, name
-        assert settings.method == _method(name), name  # the label describes the config (or check_config raises)
-        assert settings.task_id_field == "task_id"
+        bots = check_config(config)
+        assert bots.dry_run, name
+        assert bots.run_log.method == _method(name), name  # the label describes the config (or check_config raises)
+        assert bots.task_id_field == "task_id"
         assert config.trainer.nnodes == 1 and config.trainer.n_gpus_per_node == 8
         assert config.reward.custom_reward_function.path == "pkg://bots_verl.rewards"
         model = "Qwen/Qwen2.5-1.5B-Instruct" if "1.5b" in name else "Qwen/Qwen2.5-7B-Instruct"
@@ -145,8 +145,8 @@ def test_selector_override_wins_with_its_label_or_fails(tmp_path: Path, data_dir
         check_config(configs["selector"])
     with pytest.raises(ValueError, match=r"bots.run_log.method='bots' .*rho: label means 0.1, config has 0.2"):
         check_config(configs["rho_knob"])
-    assert check_config(configs["relabelled"]).method == "bots_greedy"
-    assert check_config(configs["derived"]).method == "bots_rho0.05"
+    assert check_config(configs["relabelled"]).run_log.method == "bots_greedy"
+    assert check_config(configs["derived"]).run_log.method == "bots_rho0.05"
 
 
 def test_knobs_and_passthrough(tmp_path: Path, data_dir: Path) -> None:

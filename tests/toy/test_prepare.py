@@ -90,8 +90,8 @@ def test_the_trainer_config_accepts_the_artifacts(built) -> None:
     ]
     with initialize_config_module(config_module="bots_verl.config", version_base=None):
         cfg = compose(config_name="bots_trainer", overrides=overrides)
-    settings = check_config(cfg)
-    assert settings.reference_columns == REFERENCE_COLUMNS
+    bots = check_config(cfg)
+    assert tuple(bots.reference_columns) == REFERENCE_COLUMNS
 
 
 def test_manifest_calibration_and_resume(built) -> None:

@@ -16,11 +16,15 @@ they rely on are pinned in :mod:`bots_verl.integration.safety.verl_pins`):
    groups reported to :meth:`BOTSTrainer._bots_observe_evicted`).
 4. ``_fetch_one_gen_batch`` records the order in which prompts were dispatched and, with
    ``bots.rollout_allocation.mode=posterior``, gives each prompt its rollouts as ``__rollout_n__`` (the per-prompt
-   ``n`` verl's agent loop reads; :mod:`bots_verl.core.allocation`); ``init`` (before any worker starts)
-   and ``_load_checkpoint`` refuse to resume a checkpoint whose ``data.pt`` (the posterior) is missing; ``init`` also
-   refuses one that holds no BOTS sampler state (written by plain verl or another sampler), and ``_init_dataloader``
-   one whose posterior was built for another pool, reference columns or selector (its fingerprint,
-   :mod:`bots_verl.integration.safety.fingerprint`), unless ``bots.resume.accept_changed`` accepts the change.
+   ``n`` verl's agent loop reads; :mod:`bots_verl.core.allocation`).
+5. ``init`` (before any worker starts) runs the resume checks
+   (:func:`~bots_verl.integration.safety.resume.check_resume`: a missing ``data.pt``, or one with no BOTS sampler
+   state, is refused) and ``_init_dataloader`` compares the checkpoint's fingerprint with the pool and reference
+   columns verl just read (:mod:`bots_verl.integration.safety.fingerprint`), unless ``bots.resume.accept_changed``
+   accepts the change; ``_load_checkpoint`` refuses a ``data.pt`` that torchdata found empty.
+
+The ``bots:`` section is read with :func:`~bots_verl.config.bots_config.read_bots_config` (types and values); the
+rules across fields were checked once, by the driver.
 
 The task runner that builds it is :mod:`bots_verl.integration.hooks.task_runner`.
 """
@@ -40,6 +44,8 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils import tensordict_utils as tu
 
+from bots_verl.config.bots_config import BOTSConfig, effective_hparams, read_bots_config
+from bots_verl.config.verl_checks import check_data_subset, check_verl_compat, dapo_enabled
 from bots_verl.integration.evidence.outcomes import Outcome, SuccessRule, aggregate_outcomes, read_outcomes
 from bots_verl.integration.evidence.task_index import (
     TaskIndex,
@@ -51,19 +57,7 @@ from bots_verl.integration.hooks.canonical_order import wants_canonical_order
 from bots_verl.integration.hooks.replay_buffer import adopt_replay_buffer
 from bots_verl.integration.hooks.step_metrics import bots_metrics
 from bots_verl.integration.safety.fingerprint import dataset_prompts_digest, run_fingerprint
-from bots_verl.integration.safety.resume import (
-    check_resume_data_pt,
-    check_resume_fingerprint,
-    missing_data_pt_message,
-    resume_folder,
-)
-from bots_verl.integration.settings import (
-    BOTSSettings,
-    check_data_subset,
-    check_verl_compat,
-    effective_hparams,
-    parse_bots_config,
-)
+from bots_verl.integration.safety.resume import ResumePoint, check_resume, missing_data_pt_message
 from bots_verl.integration.transport.sampler import BOTSSampler
 from bots_verl.integration.transport.selector_client import SelectorClient
 from bots_verl.integration.transport.selector_service import create_selector_service
@@ -85,10 +79,12 @@ class BOTSTrainer(PPOTrainerSync):
     """
 
     def __init__(self, config: DictConfig) -> None:
-        self.bots: BOTSSettings = parse_bots_config(config)
+        # read, not checked again: the driver (bots_verl.main.check_config) checked the section once
+        self.bots: BOTSConfig = read_bots_config(config)
         check_verl_compat(config)
         check_data_subset(config)
-        self._bots_rule = SuccessRule(self.bots.success_rule, self.bots.success_threshold)
+        self._bots_dapo = dapo_enabled(config)
+        self._bots_rule = SuccessRule(self.bots.success.rule, self.bots.success.threshold)
         # evidence gathered during the current step (DAPO evictions); flushed with the step's batch
         self._bots_evicted: list[Outcome] = []
         # uid -> dispatch position of the prompts of the current step (deterministic row order)
@@ -98,8 +94,8 @@ class BOTSTrainer(PPOTrainerSync):
         self._bots_allocated: dict[int, int] = {}
         self.bots_sampler: BOTSSampler | None = None
         self.bots_task_index: TaskIndex | None = None
-        # (folder, sampler state) of the checkpoint init() found to resume from, for the fingerprint check
-        self._bots_resume: tuple[str, dict[str, Any]] | None = None
+        # the checkpoint init() found to resume from, for the fingerprint check once the pool is known
+        self._bots_resume: ResumePoint | None = None
         super().__init__(config)
 
     # -------------------------------------------------------------------------------------------- construction
@@ -109,7 +105,7 @@ class BOTSTrainer(PPOTrainerSync):
             dispatch_order=self._bots_dispatch_order,
             poll_interval=self.bots.replay_poll_interval,
             canonical=wants_canonical_order(self.config),
-            observer=self._bots_observe_evicted if self.bots.dapo else None,
+            observer=self._bots_observe_evicted if self._bots_dapo else None,
         )
 
     def _init_dataloader(self) -> None:
@@ -127,15 +123,14 @@ class BOTSTrainer(PPOTrainerSync):
         if self._bots_resume is not None:
             # verl built the dataset (the pool as the run sees it) and no worker has started: refuse a checkpoint
             # whose posterior means something else before the actor is loaded with it
-            folder, sampler_state = self._bots_resume
-            check_resume_fingerprint(folder, sampler_state, fingerprint, self.bots.accept_changed)
+            self._bots_resume.check_fingerprint(fingerprint, self.bots.resume.accept_changed)
         service = create_selector_service(
-            self.bots.actor_name,
-            self.bots.actor_namespace,
+            self.bots.actor.name,
+            self.bots.actor.namespace,
             selector=self.bots.selector,
             num_tasks=num_tasks,
             reference_pass_rates=reference,
-            seed=self.bots.seed,
+            seed=self.bots.selector_seed,
             hparams=self.bots.hparams,
         )
         self.bots_sampler = BOTSSampler(
@@ -163,7 +158,7 @@ class BOTSTrainer(PPOTrainerSync):
             reference=reference,
             selector=self.bots.selector,
             hparams=effective_hparams(
-                self.bots.selector, self.bots.hparams, len(self.bots.reference_columns), self.bots.seed
+                self.bots.selector, self.bots.hparams, len(self.bots.reference_columns), self.bots.selector_seed
             ),
         )
 
@@ -171,7 +166,7 @@ class BOTSTrainer(PPOTrainerSync):
         batch = super()._fetch_one_gen_batch()
         for uid in list(batch["uid"]):
             self._bots_dispatch_order[str(uid)] = next(self._bots_dispatch_counter)
-        mode, params = self.bots.rollout_allocation
+        mode, params = self.bots.rollout_allocation.mode, self.bots.rollout_allocation.params
         if mode != "uniform":
             # the fetch's budget is what uniform GRPO would spend on it, so verl's mini-batch sizes still hold
             budget = len(batch) * int(self.config.actor_rollout_ref.rollout.n)
@@ -187,9 +182,7 @@ class BOTSTrainer(PPOTrainerSync):
         The checkpoint's fingerprint is compared with this run's in ``_init_dataloader``, which verl's ``init`` calls
         first: the pool is known only once verl built the dataset, and workers start only after it.
         """
-        folder = resume_folder(self.config)
-        if folder is not None:
-            self._bots_resume = (folder, check_resume_data_pt(folder))
+        self._bots_resume = check_resume(self.config)
         super().init()
 
     def _load_checkpoint(self):

@@ -12,9 +12,10 @@ silently. :func:`run_fingerprint` records:
 
 The sampler stores it in ``data.pt`` (:class:`~bots_verl.integration.transport.sampler.BOTSSampler`). On resume
 :func:`check_fingerprint` compares the checkpoint's with this run's before any worker starts and refuses a change
-unless ``bots.resume.accept_changed`` names it (:data:`ACCEPTABLE`). Some changes no override can accept: another
-selector, another set of task ids (the posterior is indexed by position) and a hyperparameter whose value lives in the
-checkpointed state (``alpha0``/``beta0``: the prior is restored with the posterior, so a new value would not apply).
+unless ``bots.resume.accept_changed`` names it (:data:`bots_verl.config.bots_config.ACCEPTABLE`). Some changes no
+override can accept: another selector, another set of task ids (the posterior is indexed by position) and a
+hyperparameter whose value lives in the checkpointed state (``alpha0``/``beta0``: the prior is restored with the
+posterior, so a new value would not apply).
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from bots_verl.core import SELECTORS
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "ACCEPTABLE",
     "FINGERPRINT_VERSION",
     "Change",
     "check_fingerprint",
@@ -44,14 +44,6 @@ __all__ = [
 ]
 
 FINGERPRINT_VERSION = 1
-
-# bots.resume.accept_changed values -> what each accepts
-ACCEPTABLE: dict[str, str] = {
-    "pool": "the same task ids in the same order with other prompts (regenerated data)",
-    "reference_columns": "other reference column names or values",
-    "hparams": "other selector hyperparameters (they apply from the resumed step on)",
-    "missing_fingerprint": "a checkpoint written before fingerprints, whose meaning cannot be checked",
-}
 
 _OVERRIDE = "bots.resume.accept_changed"
 _ROWS_PER_BATCH = 8192
@@ -64,7 +56,7 @@ class Change:
     Attributes:
         part: what changed, e.g. ``pool`` or ``hparams``.
         what: the difference in words.
-        accept: the :data:`ACCEPTABLE` value that accepts it, or ``None`` if nothing can.
+        accept: the ``bots.resume.accept_changed`` value that accepts it, or ``None`` if nothing can.
         why_not: for ``accept=None``, why no override can.
     """
 
@@ -134,7 +126,7 @@ def run_fingerprint(
         reference_columns: reference column names, weak -> strong.
         reference: their ``(N, K)`` values aligned to positions, or ``None`` (not read, or no columns).
         selector: the selector name.
-        hparams: every hyperparameter the selector runs with (``settings.effective_hparams``).
+        hparams: every hyperparameter the selector runs with (:func:`bots_verl.config.bots_config.effective_hparams`).
     """
     out: dict[str, Any] = {
         "version": FINGERPRINT_VERSION,

@@ -1,4 +1,4 @@
-"""Whether a launch resumes a checkpoint, and the run-log rule that follows: only a resumed run continues a run log.
+"""Every check of what a launch resumes, behind one entry point: :func:`check_resume`.
 
 verl decides at ``_load_checkpoint`` whether to resume (``trainer.resume_mode``: ``auto`` takes the latest
 ``global_step_N`` under ``trainer.default_local_dir``, ``resume_path`` takes ``trainer.resume_from_path``,
@@ -14,12 +14,19 @@ built the train dataset and before any worker starts.
 A run log's ``metrics.jsonl`` is moved aside as ``metrics.part<k>.jsonl`` on every start and ``analysis`` reads the
 parts in order (:mod:`bots_verl.runlog`), so a fresh run in a directory holding an earlier run's metrics would show the
 old run's later steps under the new run's label. :func:`check_run_log_dir` refuses that.
+
+:func:`check_resume` runs them in order and is what the driver and the trainer call: the driver (dry run included)
+with the fingerprint it knows without the dataset, ``BOTSTrainer.init`` before any worker starts; the trainer then
+compares the full fingerprint on the :class:`ResumePoint` it got back, once verl built the train dataset.
+``BOTSTrainer._load_checkpoint`` adds the one check only verl's own load can make (torchdata handed the sampler no
+state: :func:`missing_data_pt_message`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import DictConfig
@@ -29,12 +36,73 @@ from bots_verl.integration.transport.sampler_state import checkpoint_sampler_sta
 from bots_verl.runlog import logged_metrics_files
 
 __all__ = [
+    "ResumePoint",
+    "check_resume",
     "check_resume_data_pt",
     "check_resume_fingerprint",
     "check_run_log_dir",
     "missing_data_pt_message",
     "resume_folder",
 ]
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """The checkpoint a launch resumes from, its BOTS state read and checked.
+
+    Attributes:
+        folder: the ``global_step_N`` folder.
+        sampler_state: its ``data.pt``'s sampler state (:func:`check_resume_data_pt`).
+    """
+
+    folder: str
+    sampler_state: dict[str, Any]
+
+    def check_fingerprint(self, current: Mapping[str, Any], accept: Collection[str]) -> None:
+        """Refuse this checkpoint if its posterior was built for another run (:func:`check_resume_fingerprint`)."""
+        check_resume_fingerprint(self.folder, self.sampler_state, current, accept)
+
+
+def check_resume(
+    config: DictConfig,
+    *,
+    fingerprint: Mapping[str, Any] | None = None,
+    accept: Collection[str] = (),
+    require_data_pt: bool = True,
+) -> ResumePoint | None:
+    """The resume checks, in order: the one entry point of the driver and the trainer.
+
+    1. A fresh start (no checkpoint to resume from) may not continue an earlier run's log (:func:`check_run_log_dir`).
+    2. A resume needs a ``data.pt`` holding a BOTS sampler state (:func:`check_resume_data_pt`); with
+       ``require_data_pt=False`` (the driver, whose checkpoint may live on the cluster only) a missing ``data.pt`` is
+       left to the trainer.
+    3. With ``fingerprint``, the checkpoint's posterior must have been built for this run, ``accept`` aside
+       (:func:`check_resume_fingerprint`).
+
+    Args:
+        config: the composed trainer config.
+        fingerprint: what this process knows of the run's fingerprint, or None to compare later
+            (:meth:`ResumePoint.check_fingerprint`).
+        accept: ``bots.resume.accept_changed``.
+        require_data_pt: refuse a missing ``data.pt`` here.
+
+    Returns:
+        The checkpoint to resume from, or None for a fresh start (or a ``data.pt`` left to the trainer).
+
+    Raises:
+        FileNotFoundError: ``data.pt`` is missing (``require_data_pt``).
+        ValueError: for every other refusal, naming what to do instead.
+    """
+    folder = resume_folder(config)
+    if folder is None:
+        check_run_log_dir(config)
+        return None
+    if not require_data_pt and not os.path.isfile(os.path.join(folder, "data.pt")):
+        return None
+    point = ResumePoint(folder, check_resume_data_pt(folder))
+    if fingerprint is not None:
+        point.check_fingerprint(fingerprint, accept)
+    return point
 
 
 def resume_folder(config: DictConfig) -> str | None:
@@ -67,7 +135,7 @@ def check_run_log_dir(config: DictConfig) -> None:
     Raises:
         ValueError: naming the directory, its metrics files and what to do instead.
     """
-    run_dir = (config.bots.get("run_log", None) or {}).get("dir", None)
+    run_dir = ((config.get("bots", None) or {}).get("run_log", None) or {}).get("dir", None)
     if not run_dir:
         return
     logged = logged_metrics_files(run_dir)

@@ -1,0 +1,381 @@
+"""The ``bots:`` config section as a structured dataclass, in verl's convention (``BaseConfig``).
+
+``bots_verl/config/bots_trainer.yaml`` holds the section with a comment above each field; :class:`BOTSConfig` is the
+same section as types. :func:`read_bots_config` converts ``config.bots`` with verl's ``omega_conf_to_dataclass``, so
+OmegaConf checks the types and refuses unknown keys (``+bots.sed=1``), and each dataclass's ``__post_init__`` checks
+the values a field may take. Both name the offending key (``bots.seed: ...``). Defaults that another section supplies
+are filled in first: ``seed`` from ``data.seed`` (else 0), ``actor.name`` from the trainer's project and experiment
+names, ``run_log.run_id`` from the experiment name.
+
+The rules that tie fields to each other, or to the selector registry and the rest of verl's config, are checked by
+hand, once, by the driver (:func:`check_bots_config`, called by ``bots_verl.main.check_config``): the selector builds
+with these hyperparameters and reference columns, ``bots.run_log.method`` describes the selector it labels, and a
+posterior rollout allocation has a Beta posterior, the sync trainer and a workable ``rollout.n``. The trainer, in its
+Ray process, only reads the section (:func:`read_bots_config`).
+
+Everything here runs without Ray, TransferQueue or a GPU (the dry run, ``bots.dry_run=true``). The paper's
+hyperparameters live in :mod:`bots_verl.core.defaults`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+from verl.base_config import BaseConfig
+from verl.utils.config import omega_conf_to_dataclass
+
+from bots_verl.core import ROLLOUT_ALLOCATIONS, SELECTORS, build_selector, defaults
+from bots_verl.rewards.success import SUCCESS_RULES
+from bots_verl.runlog import METHODS, MethodSpec, method_spec
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "ACCEPTABLE",
+    "ActorConfig",
+    "BOTSConfig",
+    "ResumeConfig",
+    "RolloutAllocationConfig",
+    "RunLogConfig",
+    "SuccessConfig",
+    "check_bots_config",
+    "effective_hparams",
+    "read_bots_config",
+    "resolve_method_label",
+]
+
+#: ``bots.resume.accept_changed`` values -> what each accepts (:mod:`bots_verl.integration.safety.fingerprint`).
+ACCEPTABLE: dict[str, str] = {
+    "pool": "the same task ids in the same order with other prompts (regenerated data)",
+    "reference_columns": "other reference column names or values",
+    "hparams": "other selector hyperparameters (they apply from the resumed step on)",
+    "missing_fingerprint": "a checkpoint written before fingerprints, whose meaning cannot be checked",
+}
+
+
+@dataclass
+class SuccessConfig(BaseConfig):
+    """``bots.success``: how a rollout's reward becomes a success in [0, 1].
+
+    Attributes:
+        rule: one of :data:`~bots_verl.rewards.success.SUCCESS_RULES`.
+        threshold: the score threshold of the ``auto`` and ``threshold`` rules.
+    """
+
+    rule: str = "auto"
+    threshold: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.rule not in SUCCESS_RULES:
+            raise ValueError(f"bots.success.rule={self.rule!r} is not one of {SUCCESS_RULES}")
+        if not math.isfinite(self.threshold):
+            raise ValueError(f"bots.success.threshold must be a finite number, got {self.threshold!r}")
+
+
+@dataclass
+class ActorConfig(BaseConfig):
+    """``bots.actor``: the named Ray actor that serves the selector.
+
+    Attributes:
+        name: actor name; None until :func:`read_bots_config` derives it from the trainer's names.
+        namespace: Ray namespace, so that any process can ``ray.get_actor(name, namespace=...)``.
+    """
+
+    name: str | None = None
+    namespace: str = "bots"
+
+
+@dataclass
+class RunLogConfig(BaseConfig):
+    """``bots.run_log``: the run directory (``meta.json`` by the driver, ``metrics.jsonl`` by verl's file logger).
+
+    Attributes:
+        dir: run directory; None disables the run log.
+        run_id: run id in ``meta.json``; None until :func:`read_bots_config` takes the experiment name.
+        domain: task domain in ``meta.json``.
+        method: method label in ``meta.json`` (:data:`bots_verl.runlog.METHODS`, a selector name, or free text);
+            None: derived by :func:`check_bots_config`.
+    """
+
+    dir: str | None = None
+    run_id: str | None = None
+    domain: str | None = None
+    method: str | None = None
+
+
+@dataclass
+class ResumeConfig(BaseConfig):
+    """``bots.resume``: what a resume may find changed since its checkpoint.
+
+    Attributes:
+        accept_changed: values of :data:`ACCEPTABLE`.
+    """
+
+    accept_changed: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if any(a not in ACCEPTABLE for a in self.accept_changed):
+            known = ", ".join(f"{k} ({v})" for k, v in ACCEPTABLE.items())
+            raise ValueError(f"bots.resume.accept_changed must be a list of: {known}; got {self.accept_changed!r}")
+
+
+@dataclass
+class RolloutAllocationConfig(BaseConfig):
+    """``bots.rollout_allocation``: how a step's ``train_batch_size * rollout.n`` rollouts are split per task.
+
+    Attributes:
+        mode: ``uniform`` (every task gets ``rollout.n``) or ``posterior`` (:mod:`bots_verl.core.allocation`).
+        min_n: ``posterior``: the fewest rollouts a selected task gets.
+        max_factor: ``posterior``: a task gets at most ``max_factor * rollout.n``.
+    """
+
+    mode: str = "uniform"
+    min_n: int = 2
+    max_factor: float = 4.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in ROLLOUT_ALLOCATIONS:
+            raise ValueError(f"bots.rollout_allocation.mode={self.mode!r} is not one of {sorted(ROLLOUT_ALLOCATIONS)}")
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The allocation rule's keyword parameters."""
+        return {"min_n": self.min_n, "max_factor": self.max_factor}
+
+
+@dataclass
+class BOTSConfig(BaseConfig):
+    """The ``bots:`` section (one field per key of ``bots_trainer.yaml``, documented there).
+
+    Attributes:
+        selector: registered selector name (``bots_verl.core.SELECTORS``).
+        hparams: selector hyperparameters over the selector's defaults.
+        seed: seed of the selector's generator; None until :func:`read_bots_config` fills in ``data.seed``.
+        reference_columns: reference pass-rate columns of the train parquet, weak -> strong.
+        task_id_field: ``extra_info.<key>`` or a top-level column holding a stable unique task id.
+        success: :class:`SuccessConfig`.
+        actor: :class:`ActorConfig`.
+        run_log: :class:`RunLogConfig`.
+        resume: :class:`ResumeConfig`.
+        rollout_allocation: :class:`RolloutAllocationConfig`.
+        replay_poll_interval: seconds between the replay buffer's TransferQueue polls; None keeps verl's.
+        dry_run: validate the composed config, print a summary and exit.
+    """
+
+    selector: str = defaults.SELECTOR
+    hparams: dict[str, Any] = field(default_factory=dict)
+    seed: int | None = None
+    reference_columns: list[str] = field(default_factory=list)
+    task_id_field: str = "extra_info.index"
+    success: SuccessConfig = field(default_factory=SuccessConfig)
+    actor: ActorConfig = field(default_factory=ActorConfig)
+    run_log: RunLogConfig = field(default_factory=RunLogConfig)
+    resume: ResumeConfig = field(default_factory=ResumeConfig)
+    rollout_allocation: RolloutAllocationConfig = field(default_factory=RolloutAllocationConfig)
+    replay_poll_interval: float | None = None
+    dry_run: bool = False
+
+    def __post_init__(self) -> None:
+        if self.selector not in SELECTORS:
+            raise ValueError(
+                f"bots.selector={self.selector!r} is not a registered selector; known: {sorted(SELECTORS)}"
+            )
+        if self.seed is not None and self.seed < 0:
+            raise ValueError(f"bots.seed (or data.seed) must be a non-negative integer, got {self.seed!r}")
+        if not all(self.reference_columns):
+            raise ValueError(f"bots.reference_columns must be a list of column names, got {self.reference_columns!r}")
+        if len(set(self.reference_columns)) != len(self.reference_columns):
+            raise ValueError(f"bots.reference_columns has duplicates: {self.reference_columns}")
+        if not self.task_id_field or any(not part for part in self.task_id_field.split(".")):
+            raise ValueError(f"bots.task_id_field must be a column or 'column.key' path, got {self.task_id_field!r}")
+        interval = self.replay_poll_interval
+        if interval is not None and not (math.isfinite(interval) and interval > 0):
+            raise ValueError(
+                f"bots.replay_poll_interval must be a positive number of seconds or null, got {interval!r}"
+            )
+
+    @property
+    def task_id_path(self) -> tuple[str, ...]:
+        """``task_id_field`` split on dots, e.g. ``("extra_info", "index")``."""
+        return tuple(self.task_id_field.split("."))
+
+    @property
+    def selector_seed(self) -> int:
+        """The seed the selector runs with (``seed`` as :func:`read_bots_config` resolved it)."""
+        return 0 if self.seed is None else self.seed
+
+
+def read_bots_config(config: DictConfig) -> BOTSConfig:
+    """``config.bots`` as a :class:`BOTSConfig`: types, unknown keys and field values checked, derived defaults filled.
+
+    Args:
+        config: the full composed trainer config (reads ``bots``, ``data.seed`` and the trainer's names).
+
+    Returns:
+        The section; ``seed``, ``actor.name`` and ``run_log.run_id`` are set.
+
+    Raises:
+        ValueError: naming the offending key (``bots.<key>``).
+    """
+    bots = config.get("bots", None)
+    if bots is None:
+        raise ValueError("config has no 'bots' section; launch with --config-name bots_trainer (bots_verl.main)")
+    section = OmegaConf.to_container(bots, resolve=True)
+    if not isinstance(section, dict):
+        raise ValueError(f"bots must be a mapping, got {section!r}")
+    trainer = config.get("trainer", None) or {}
+    experiment = trainer.get("experiment_name", "run")
+    if section.get("seed", None) is None:
+        seed = (config.get("data", None) or {}).get("seed", None)
+        section["seed"] = 0 if seed is None else seed
+    actor = section.get("actor", None) or {}
+    if actor.get("name", None) is None:
+        section["actor"] = {**actor, "name": f"bots_posterior_{trainer.get('project_name', 'verl')}_{experiment}"}
+    run_log = section.get("run_log", None) or {}
+    if run_log.get("run_id", None) is None:
+        section["run_log"] = {**run_log, "run_id": str(experiment)}
+    try:
+        return omega_conf_to_dataclass(section, BOTSConfig)
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None) or "?"
+        raise ValueError(f"bots.{key}: {str(exc).splitlines()[0]}") from None
+
+
+def check_bots_config(config: DictConfig, bots: BOTSConfig) -> BOTSConfig:
+    """The rules that tie ``bots:`` fields to each other and to verl's config; run once, by the driver.
+
+    - the selector builds with ``hparams``, the seed and as many reference columns as given (a 2-task dummy pool:
+      the name, every hyperparameter and the reference requirements of ``offline_easy2hard``, ``bots_plus``, ...);
+    - ``run_log.method``, when it names a method, describes exactly this selector and these hyperparameters
+      (:func:`resolve_method_label`); when null it is derived;
+    - ``rollout_allocation.mode=posterior`` has a Beta posterior, the sync trainer and parameters that work for
+      ``actor_rollout_ref.rollout.n``.
+
+    Args:
+        config: the full composed trainer config.
+        bots: :func:`read_bots_config` of it.
+
+    Returns:
+        ``bots`` with ``run_log.method`` resolved.
+
+    Raises:
+        ValueError: naming the keys involved.
+    """
+    refs = len(bots.reference_columns)
+    try:
+        built = _dummy_selector(bots.selector, bots.hparams, refs, bots.selector_seed)
+    except (TypeError, ValueError) as exc:
+        hint = " (set bots.reference_columns)" if not refs and "reference" in str(exc) else ""
+        raise ValueError(f"bots.selector={bots.selector!r} with bots.hparams={bots.hparams}: {exc}{hint}") from exc
+    method = resolve_method_label(bots.run_log.method, bots.selector, bots.hparams, refs, bots.selector_seed)
+    allocation = bots.rollout_allocation
+    if allocation.mode != "uniform":
+        if not (hasattr(built, "alpha") and hasattr(built, "beta")):
+            raise ValueError(
+                f"bots.rollout_allocation.mode={allocation.mode!r} reads a Beta posterior; {bots.selector!r} has none"
+            )
+        trainer_mode = config.trainer.v1.get("trainer_mode", "sync")
+        if trainer_mode != "sync":
+            raise ValueError(
+                f"bots.rollout_allocation.mode={allocation.mode!r} runs in the sync trainer only, not {trainer_mode!r}"
+            )
+        n = config.actor_rollout_ref.rollout.get("n", 1)
+        try:
+            ROLLOUT_ALLOCATIONS[allocation.mode](np.ones(2), np.ones(2), 2 * int(n), **allocation.params)
+        except ValueError as exc:
+            raise ValueError(f"bots.rollout_allocation ({allocation.mode}, rollout.n={n}): {exc}") from exc
+    return dataclasses.replace(bots, run_log=dataclasses.replace(bots.run_log, method=method))
+
+
+def _dummy_selector(selector: str, hparams: Mapping[str, Any], num_references: int, seed: int) -> Any:
+    """``selector`` built on a 2-task pool with neutral reference columns: checks everything but the dataset."""
+    dummy_ref = np.full((2, num_references), 0.5) if num_references else None
+    return build_selector(selector, 2, reference_pass_rates=dummy_ref, seed=seed, **hparams)
+
+
+def effective_hparams(selector: str, hparams: Mapping[str, Any], num_references: int, seed: int = 0) -> dict[str, Any]:
+    """Every hyperparameter ``selector`` runs with: ``hparams`` over its defaults (and its evidence plug-in's).
+
+    Raises:
+        ValueError: for an unknown selector or hyperparameter.
+    """
+    return dict(_dummy_selector(selector, hparams, num_references, seed).hparams)
+
+
+def _differences(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """``{key: (expected, actual)}`` for the keys whose values differ (numbers compared with a tolerance)."""
+
+    def same(a: Any, b: Any) -> bool:
+        numbers = (int, float)
+        if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool) and not isinstance(b, bool):
+            return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+        return a == b
+
+    keys = sorted(set(expected) | set(actual))
+    return {k: (expected.get(k), actual.get(k)) for k in keys if not same(expected.get(k), actual.get(k))}
+
+
+def resolve_method_label(
+    label: str | None, selector: str, hparams: Mapping[str, Any], num_references: int, seed: int = 0
+) -> str:
+    """The ``method`` for ``meta.json``, checked against the selector and hyperparameters the run actually uses.
+
+    A label with a meaning (:func:`bots_verl.runlog.method_spec`: the paper's methods, ``bots_rho<x>``,
+    ``bots_lambda<x>``, ``bots_greedy``; or a registered selector's name, meaning that selector at its defaults) must
+    describe the config exactly, so appending ``bots.selector=implicit_only`` to a BOTS recipe cannot run one thing
+    and log another. A free-form label (``my_run``) claims nothing and is kept. Without a label the first matching
+    known label is used, else ``<selector>`` followed by the hyperparameters that differ from its defaults.
+
+    Args:
+        label: ``bots.run_log.method`` (None: derive it).
+        selector: ``bots.selector``.
+        hparams: ``bots.hparams`` as given.
+        num_references: how many reference columns the run has (some selectors need them).
+        seed: the selector seed (irrelevant to the hyperparameters; passed for the dummy build).
+
+    Raises:
+        ValueError: if a meaningful label disagrees with the config (the message lists the differences).
+    """
+    actual = effective_hparams(selector, hparams, num_references, seed)
+
+    def matches(spec: MethodSpec) -> dict[str, tuple[Any, Any]] | None:
+        """None if ``spec`` describes this run, else its differences (``selector`` included)."""
+        diff = {"selector": (spec.selector, selector)} if spec.selector != selector else {}
+        if not diff:
+            diff = _differences(effective_hparams(spec.selector, spec.hparams, num_references, seed), actual)
+        return diff or None
+
+    if label is None:
+        candidates = [*METHODS.values(), MethodSpec(selector, selector, selector)]
+        for key, prefix in (("rho", "bots_rho"), ("lam", "bots_lambda")):
+            if key in actual:
+                candidates.append(method_spec(f"{prefix}{actual[key]:g}"))
+        for spec in candidates:
+            if matches(spec) is None:
+                return spec.label
+        defaults = effective_hparams(selector, {}, num_references, seed)
+        changed = _differences(defaults, actual)
+        return selector + "+" + ",".join(f"{k}={v[1]}" for k, v in changed.items())
+    spec = method_spec(label)
+    if spec is None and label in SELECTORS:
+        spec = MethodSpec(label, label, label)
+    if spec is None:
+        logger.info("bots.run_log.method=%r is a free-form label; meta.json records the selector and hparams", label)
+        return label
+    diff = matches(spec)
+    if diff:
+        shown = ", ".join(f"{k}: label means {e!r}, config has {a!r}" for k, (e, a) in diff.items())
+        raise ValueError(
+            f"bots.run_log.method={label!r} ({spec.display}: selector {spec.selector!r} with {dict(spec.hparams)}) "
+            f"does not describe this run ({shown}). Run the recipe made for the config you want, set "
+            "bots.run_log.method to a label that matches, or drop it to have it derived."
+        )
+    return label

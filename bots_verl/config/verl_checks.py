@@ -1,0 +1,129 @@
+"""Checks of verl's own config keys that BOTS depends on (no Ray, no GPU: the dry run runs them).
+
+``bots:`` itself is :mod:`bots_verl.config.bots_config`; here are the verl settings a BOTS run needs or refuses
+(dataloader workers, the V1 trainer and its mode, verl's rollout skip, a seeded random subset) and the small readers of
+verl's config the driver and the trainer share (``data.train_files``, DAPO on or off).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "TRAINER_MODES",
+    "check_data_subset",
+    "check_verl_compat",
+    "dapo_enabled",
+    "local_path_exists",
+    "train_files",
+]
+
+# verl 0.9.1's V1 trainer modes BOTS runs in: the sync trainer (BOTSTrainer) and the two asynchronous ones, whose
+# evidence is weighed by its age and whose in-flight tasks sit out selection
+# (bots_verl.integration.hooks.async_trainer).
+TRAINER_MODES = ("sync", "colocate_async", "separate_async")
+
+
+def check_verl_compat(config: DictConfig) -> None:
+    """Check the verl settings BOTS depends on.
+
+    Raises:
+        ValueError: if ``data.dataloader_num_workers`` is not 0, the V1 trainer is off, the mode is not one of
+            :data:`TRAINER_MODES`, or verl's rollout skip for the V1 trainer (``skip.rollout_tq``) is on.
+    """
+    workers = config.data.get("dataloader_num_workers", None)
+    if workers != 0:
+        raise ValueError(
+            f"data.dataloader_num_workers={workers!r}: BOTS needs 0. Dataloader workers prefetch batches selected "
+            "from a stale posterior, and their prefetched indices are not restored on resume."
+        )
+    if not config.trainer.get("use_v1", True):
+        raise ValueError("trainer.use_v1=false: BOTS runs on verl's V1 (TransferQueue) trainer only")
+    mode = config.trainer.v1.get("trainer_mode", "sync")
+    if mode not in TRAINER_MODES:
+        raise ValueError(f"trainer.v1.trainer_mode={mode!r}: BOTS runs in verl's modes {list(TRAINER_MODES)}")
+    if mode == "separate_async":
+        _check_separate_async(config)
+    rollout_tq = (config.get("skip", None) or {}).get("rollout_tq", None) or {}
+    if rollout_tq.get("enable", False):
+        # On a cached step verl draws the batch BOTS selected, drops it, and trains on trajectories saved by an
+        # earlier run: their prompts are that run's selection, so the posterior would be credited with tasks it
+        # did not choose while its own choice went unseen.
+        raise ValueError(
+            "skip.rollout_tq.enable=true: verl's rollout skip replays trajectories cached by an earlier run instead "
+            "of rolling out the tasks BOTS selected for the step, so the posterior would be credited with the wrong "
+            "tasks. Set skip.rollout_tq.enable=false (BOTS cannot run with cached rollouts)"
+        )
+
+
+def _check_separate_async(config: DictConfig) -> None:
+    """What ``PPOTrainerSeparateAsync.__init__`` asserts (verl 0.9.1), as errors the dry run names before Ray starts.
+
+    Raises:
+        ValueError: listing every setting verl would refuse.
+    """
+    rollout = config.actor_rollout_ref.rollout
+    sync_step = config.trainer.v1.separate_async.get("parameter_sync_step", 1)
+    mini_batch = config.actor_rollout_ref.actor.ppo_mini_batch_size
+    problems = []
+    if config.data.train_batch_size != sync_step * mini_batch:
+        problems.append(
+            f"data.train_batch_size={config.data.train_batch_size} must equal "
+            f"trainer.v1.separate_async.parameter_sync_step ({sync_step}) * "
+            f"actor_rollout_ref.actor.ppo_mini_batch_size ({mini_batch})"
+        )
+    for key in ("nnodes", "n_gpus_per_node"):
+        if not rollout.get(key, 0) or rollout.get(key, 0) <= 0:
+            problems.append(f"actor_rollout_ref.rollout.{key}={rollout.get(key)!r} must be > 0 (the standalone pool)")
+    if rollout.checkpoint_engine.get("backend", "naive") == "naive":
+        problems.append(
+            "actor_rollout_ref.rollout.checkpoint_engine.backend=naive cannot sync weights to a separate rollout "
+            "pool; use nccl, nixl or mooncake"
+        )
+    if problems:
+        raise ValueError("trainer.v1.trainer_mode=separate_async: " + "; ".join(problems))
+
+
+def train_files(config: DictConfig) -> list[str]:
+    """``data.train_files`` as a list of paths."""
+    files = config.data.get("train_files", None)
+    if isinstance(files, DictConfig | ListConfig):
+        files = OmegaConf.to_container(files, resolve=True)
+    if files is None:
+        return []
+    return [files] if isinstance(files, str) else [str(f) for f in files]
+
+
+def local_path_exists(path: str) -> bool:
+    """True for an existing local path; remote URIs (``hdfs://``, ``s3://``) count as not local."""
+    return "://" not in path and os.path.exists(os.path.expanduser(path))
+
+
+def check_data_subset(config: DictConfig) -> None:
+    """Refuse a random ``data.train_max_samples`` subset that each process would draw differently.
+
+    verl draws the subset with ``np.random.default_rng(data.seed)``; with ``data.seed: null`` (verl's default) every
+    process, and every restart, draws another subset, so the task pool of a resumed run never matches its checkpoint.
+
+    Raises:
+        ValueError: for ``train_max_samples > 0`` with ``shuffle`` on and no ``data.seed``.
+    """
+    max_samples = config.data.get("train_max_samples", -1)
+    if max_samples is not None and max_samples > 0 and config.data.get("shuffle", True):
+        if config.data.get("seed", None) is None:
+            raise ValueError(
+                f"data.train_max_samples={max_samples} with data.shuffle=true and data.seed=null draws a different "
+                "random subset in every process and on every restart (a resume would be refused); set data.seed, "
+                "e.g. data.seed=42, or data.shuffle=false for the first rows"
+            )
+
+
+def dapo_enabled(config: DictConfig) -> bool:
+    """Whether verl's dynamic sampling (DAPO, ``algorithm.filter_groups.enable``) is on: the one place that decides."""
+    filter_groups = config.algorithm.get("filter_groups", None)
+    return bool(filter_groups is not None and filter_groups.get("enable", False))

@@ -1,0 +1,77 @@
+"""The ``bots:`` section as a structured dataclass: the yaml and the dataclass agree, the structure checks types and
+unknown keys naming them, derived defaults come from the rest of the config, and the paper defaults have one home."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hydra import compose, initialize_config_module
+from omegaconf import OmegaConf
+
+from bots_verl.config.bots_config import BOTSConfig, check_bots_config, read_bots_config
+from bots_verl.core import SELECTORS, defaults
+from bots_verl.core.paper_rules import PaperBOTS
+
+
+def _config(*overrides: str):
+    with initialize_config_module(config_module="bots_verl.config", version_base=None):
+        return compose(config_name="bots_trainer", overrides=list(overrides))
+
+
+def test_the_yaml_section_holds_the_dataclass_defaults():
+    yaml_section = OmegaConf.to_container(_config().bots)
+    structured = OmegaConf.to_container(OmegaConf.structured(BOTSConfig))
+    structured.pop("_target_")
+    for section in structured.values():
+        if isinstance(section, dict):
+            section.pop("_target_", None)
+    assert yaml_section == structured
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("+bots.sed=1", "bots.sed: Key 'sed' not in 'BOTSConfig'"),
+        ("+bots.success.cutoff=1", "bots.success.cutoff: Key 'cutoff' not in 'SuccessConfig'"),
+        ("bots.seed=abc", "bots.seed: Value 'abc' of type 'str' could not be converted to Integer"),
+        ("bots.rollout_allocation.min_n=1.5", "bots.rollout_allocation.min_n: Value '1.5'"),
+        ("bots.dry_run=maybe", "bots.dry_run: Value 'maybe'"),
+        ("bots.selector=bogus", "bots.selector='bogus' is not a registered selector"),
+        ("bots.replay_poll_interval=0", "bots.replay_poll_interval must be a positive number"),
+        ("bots.reference_columns=[a,a]", "bots.reference_columns has duplicates"),
+    ],
+)
+def test_the_structure_refuses_bad_types_and_unknown_keys_naming_the_key(override, message):
+    with pytest.raises(ValueError) as refused:
+        read_bots_config(_config(override))
+    assert message in str(refused.value)
+
+
+def test_defaults_other_sections_supply_are_filled_in():
+    bots = read_bots_config(_config("data.seed=7", "trainer.project_name=p", "trainer.experiment_name=e"))
+    assert (bots.seed, bots.actor.name, bots.run_log.run_id) == (7, "bots_posterior_p_e", "e")
+    assert read_bots_config(_config("bots.seed=3", "data.seed=7")).seed == 3
+    assert read_bots_config(_config("data.seed=null")).selector_seed == 0
+
+
+def test_cross_field_rules_are_checked_once_by_the_driver():
+    bots = read_bots_config(_config("+bots.hparams.lamb=0.1"))  # reading the section does not build the selector
+    with pytest.raises(ValueError, match="lamb"):
+        check_bots_config(_config(), bots)
+    checked = check_bots_config(_config(), read_bots_config(_config("bots.reference_columns=[w,s]")))
+    assert checked.run_log.method == "bots"  # derived: the paper's BOTS at its defaults
+
+
+def test_the_paper_defaults_have_one_home():
+    assert BOTSConfig().selector == defaults.SELECTOR
+    assert {k: SELECTORS["bots"].DEFAULTS[k] for k in defaults.PAPER_BOTS} == dict(defaults.PAPER_BOTS)
+    params = {f.name: f.default for f in dataclasses.fields(BOTSConfig)}
+    assert params["selector"] == "bots"
+    plain = PaperBOTS(num_tasks=1)
+    assert (plain.lam, plain.rho, plain.target, plain.gamma) == (
+        defaults.LAM,
+        defaults.RHO,
+        defaults.TARGET,
+        defaults.GAMMA,
+    )
