@@ -89,7 +89,7 @@ toy-quick: install-test
 # Every recipe script (30 + 6 ablations) trains 2 real steps in its CPU mode (CPU=1) on GURU-shaped fixture data with
 # known-answer rollouts; prints each script's time (runs/cpu_recipes/cpu_recipes.md)
 cpu-recipes: install-test system-deps
-	PYTHON=$(abspath $(PY)) bash recipes/run_all_on_cpu.sh
+	PYTHON=$(abspath $(PY)) bash recipes/cpu_recipes.sh
 
 # The paper's pipeline on CPU: reference columns (two tiny models) -> data prep -> Random and BOTS per domain through
 # the recipes' CPU mode -> the main table (runs/cpu_pipeline/table_main.md); how to check an install before GPUs

@@ -3,7 +3,7 @@
 # STEPS GRPO steps each in verl's trainer, on the GURU-shaped fixture data, with known-answer rollouts. Prints a
 # table of each script's wall-clock time and status and writes it to $WORK/cpu_recipes.md; exits 1 if any failed.
 #
-# Usage: [WORK=runs/cpu_recipes] [STEPS=2] [ONLY=<glob>] [DATA_DIR=<prepared GURU dir>] bash recipes/run_all_on_cpu.sh
+# Usage: [WORK=runs/cpu_recipes] [STEPS=2] [ONLY=<glob>] [DATA_DIR=<prepared GURU dir>] bash recipes/cpu_recipes.sh
 # `make cpu-recipes` runs it. ONLY restricts the scripts (e.g. ONLY='run_code_*'); the sweeps run every value
 # (LAMBDA_VALUES / RHO_VALUES shorten them). With DATA_DIR the known answers are built from that data (a code pool
 # then needs correct programs from bots_verl.data.guru_fixture's problems).
