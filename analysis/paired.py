@@ -655,18 +655,25 @@ def peers_to_markdown(ratios: Sequence[PeerRatio], baseline: str, level: float =
     return render.to_markdown(grid)
 
 
+def _per_seed_fields(r: PeerRatio | CeilingShare) -> dict[str, Any]:
+    """The per-seed values, their reasons where undefined, and the t and bootstrap intervals of one paired ratio."""
+    return {
+        "per_seed": {str(s): _num(v) for s, v in r.values.items()},
+        "undefined": {str(s): why for s, why in r.reasons.items()},
+        "n": r.t.n,
+        "mean": _num(r.t.mean),
+        "t": {"lo": _num(r.t.lo), "hi": _num(r.t.hi)},
+        "bootstrap": {"lo": _num(r.bootstrap[0]), "hi": _num(r.bootstrap[1])},
+    }
+
+
 def peers_to_dict(ratios: Sequence[PeerRatio]) -> list[dict[str, Any]]:
     """A JSON-able form of :func:`peer_ratios`."""
     return [
         {
             "selector": r.selector,
             "peer": r.peer,
-            "per_seed": {str(s): _num(v) for s, v in r.values.items()},
-            "undefined": {str(s): why for s, why in r.reasons.items()},
-            "n": r.t.n,
-            "mean": _num(r.t.mean),
-            "t": {"lo": _num(r.t.lo), "hi": _num(r.t.hi)},
-            "bootstrap": {"lo": _num(r.bootstrap[0]), "hi": _num(r.bootstrap[1])},
+            **_per_seed_fields(r),
         }
         for r in ratios
     ]
@@ -803,12 +810,7 @@ def ceiling_to_dict(shares: Sequence[CeilingShare]) -> list[dict[str, Any]]:
         {
             "selector": r.selector,
             "ceiling": r.ceiling,
-            "per_seed": {str(s): _num(v) for s, v in r.values.items()},
-            "undefined": {str(s): why for s, why in r.reasons.items()},
-            "n": r.t.n,
-            "mean": _num(r.t.mean),
-            "t": {"lo": _num(r.t.lo), "hi": _num(r.t.hi)},
-            "bootstrap": {"lo": _num(r.bootstrap[0]), "hi": _num(r.bootstrap[1])},
+            **_per_seed_fields(r),
             "share_of_mean_savings": _num(r.of_means),
             "etr": _num(r.etr),
             "ceiling_etr": _num(r.ceiling_etr),

@@ -98,7 +98,7 @@ def _checked_run(domain: str, data_dir: Path, script_path: Path, run_root: Path,
     with pytest.raises(ValueError, match="differs|dispatched"):
         check_posterior(data_pt, data_dir / domain / "train.parquet", swapped, N)
     metrics = dict(iter_metrics(run_dir))
-    assert sorted(metrics) == list(range(1, STEPS + 1)) or set(range(1, STEPS + 1)) <= set(metrics)
+    assert set(range(1, STEPS + 1)) <= set(metrics)
     last = metrics[STEPS]
     assert last["bots/rollouts"] == 4 * N
     # verl's validation ran on the domain's evaluation sets (the recipe's val files) at the last step
