@@ -1,4 +1,4 @@
-"""Command line: ``python -m reference_eval {collect,merge,stats} ...``; ``--help`` on each explains every option."""
+"""Command line: ``python -m reference_eval {collect,merge,stats,embed,label} ...``; ``--help`` explains each option."""
 
 from __future__ import annotations
 
@@ -29,6 +29,9 @@ workflow: collect a reference model's results, merge them into the parquet as a 
       --out train.ref.parquet
   python -m reference_eval stats --data train.ref.parquet --columns qwen2.5_7b_pass_rate qwen3_30b_pass_rate \\
       --out-dir stats/
+references on a tenth of the pool (issue 36): embed the prompts, label a spread subset, collect only that subset:
+  python -m reference_eval embed --method text --data train.parquet --out emb.parquet
+  python -m reference_eval collect ... --label-fraction 0.1 --label-by spread --embeddings emb.parquet
 """
 
 
@@ -113,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--num-shards", type=int, default=1, help="data parallel: split the tasks into this many shards")
     c.add_argument("--shard-index", type=int, default=0, help="data parallel: the shard this process evaluates")
     c.add_argument("--save-responses", action="store_true", help="also store the raw responses in each record")
+    _label_arguments(c)
     c.add_argument("--no-progress", action="store_true", help="no progress bar")
     g = c.add_argument_group("vllm backend")
     g.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs per model replica")
@@ -159,7 +163,87 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--columns", required=True, nargs="+", help="pass-rate columns, weakest reference first")
     s.add_argument("--out-dir", default=None, help="write hist_*.png, pair_*.png and stats.json here")
     s.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    e = sub.add_parser(
+        "embed",
+        formatter_class=fmt,
+        help="one vector per prompt (task-similarity graph of bots.task_embeddings)",
+        description="Write an embedding file (task_id, embedding) for bots.task_embeddings: 'text' hashes byte "
+        "n-grams of the prompt text (TF-IDF, seeded sparse random projection; numpy only), 'policy' mean-pools the "
+        "policy model's last hidden layer over the chat-templated prompt (transformers).",
+    )
+    e.add_argument("--data", required=True, help="verl-format parquet: the training pool")
+    e.add_argument("--out", required=True, help="embedding parquet to write (atomically)")
+    e.add_argument("--method", choices=("text", "policy"), default="text", help="what the vectors are made from")
+    e.add_argument("--model", default=None, help="policy: the policy model directory at step 0")
+    e.add_argument("--dims", type=int, default=256, help="text: coordinates per task")
+    e.add_argument("--seed", type=int, default=0, help="text: seed of the random projection")
+    e.add_argument("--id-column", default="task_id", help="task id column training matches by (bots.task_id_field)")
+    e.add_argument("--prompt-column", default="prompt", help="chat-messages column")
+    e.add_argument("--batch-size", type=int, default=32, help="policy: prompts per forward pass")
+    e.add_argument("--device", default=None, help="policy: cpu, cuda, ... (default: cuda if available)")
+    e.add_argument("--dtype", default="float32", help="policy: weight dtype")
+    e.add_argument("--max-length", type=int, default=None, help="policy: truncate rendered prompts to this many tokens")
+    e.add_argument(
+        "--chat-template-kwargs", type=_json_dict, default={}, help="policy: JSON object for apply_chat_template"
+    )
+    e.add_argument("--force", action="store_true", help="overwrite an existing --out")
+    e.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    lab = sub.add_parser(
+        "label",
+        formatter_class=fmt,
+        help="which tasks a labelled subset evaluates, and the generations it saves (nothing generated)",
+        description="Print the labelled subset that collect --label-fraction would evaluate and the generations it "
+        "saves (skipped tasks x samples x reference models); --out writes the subset's task ids as JSON.",
+    )
+    lab.add_argument("--data", required=True, help="verl-format parquet: the training pool")
+    lab.add_argument("--id-column", default="task_id", help="stable unique task id column; dotted for struct fields")
+    lab.add_argument("-n", "--n", type=int, default=16, help="responses per prompt a collect would sample")
+    lab.add_argument("--models", type=int, default=2, help="reference models the columns need")
+    lab.add_argument("--out", default=None, help="write the plan and the labelled task ids here (JSON)")
+    _label_arguments(lab, required=True)
     return parser
+
+
+def _label_arguments(parser: argparse.ArgumentParser, required: bool = False) -> None:
+    g = parser.add_argument_group("labelled subset (issue 36)")
+    g.add_argument(
+        "--label-fraction",
+        type=float,
+        default=None,
+        required=required,
+        help="evaluate only this share of the tasks, in (0, 1]; merge leaves the others NaN",
+    )
+    g.add_argument(
+        "--label-by",
+        choices=("uniform", "spread"),
+        default="spread",
+        help="uniform: at random; spread: spread over the embedding space (needs --embeddings)",
+    )
+    g.add_argument("--label-seed", type=int, default=0, help="seed of the choice (same seed, same subset)")
+    g.add_argument("--embeddings", default=None, help="the pool's embedding file (python -m reference_eval embed)")
+
+
+def _label_plan(args: argparse.Namespace, samples: int, models: int = 2) -> Any:
+    """The labelled subset of ``--label-fraction`` (None without it)."""
+    if args.label_fraction is None:
+        if args.embeddings is not None:
+            raise ValueError("--embeddings is read only with --label-fraction")
+        return None
+    from .data import read_table, task_ids
+    from .label import choose_subset
+
+    ids = task_ids(read_table(args.data), args.id_column)
+    return choose_subset(
+        ids,
+        args.label_fraction,
+        args.label_by,
+        seed=args.label_seed,
+        embeddings=args.embeddings,
+        samples=samples,
+        models=models,
+    )
 
 
 def _collect(args: argparse.Namespace) -> dict[str, Any]:
@@ -197,6 +281,7 @@ def _collect(args: argparse.Namespace) -> dict[str, Any]:
     else:
         kwargs.update(device=args.device, dtype=args.dtype or "float32")
 
+    label_plan = _label_plan(args, args.n)
     report = collect(
         args.data,
         args.out,
@@ -213,7 +298,10 @@ def _collect(args: argparse.Namespace) -> dict[str, Any]:
         save_responses=args.save_responses,
         on_score_error=args.on_score_error,
         progress=not args.no_progress,
+        label_plan=label_plan,
     )
+    if label_plan is not None:
+        print(label_plan.summary(), file=sys.stderr)
     return report.to_dict()
 
 
@@ -239,6 +327,40 @@ def _merge(args: argparse.Namespace) -> dict[str, Any]:
     return report
 
 
+def _embed(args: argparse.Namespace) -> dict[str, Any]:
+    from .embed import embed
+
+    return embed(
+        args.data,
+        args.out,
+        args.method,
+        model=args.model,
+        dims=args.dims,
+        seed=args.seed,
+        id_column=args.id_column,
+        prompt_column=args.prompt_column,
+        batch_size=args.batch_size,
+        device=args.device,
+        dtype=args.dtype,
+        max_length=args.max_length,
+        chat_template_kwargs=args.chat_template_kwargs,
+        force=args.force,
+        progress=not args.no_progress,
+    ).to_dict()
+
+
+def _label(args: argparse.Namespace) -> dict[str, Any]:
+    from bots_verl.fileio import write_json_atomic
+
+    plan = _label_plan(args, args.n, args.models)
+    print(plan.summary(), file=sys.stderr)
+    report = plan.to_dict()
+    if args.out:
+        write_json_atomic(args.out, {**report, "task_ids": list(plan.task_ids)})
+        report["out"] = args.out
+    return report
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI.
 
@@ -258,6 +380,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps(_collect(args), indent=2, default=str))
         elif args.command == "merge":
             print(json.dumps(_merge(args), indent=2, default=str))
+        elif args.command == "embed":
+            print(json.dumps(_embed(args), indent=2, default=str))
+        elif args.command == "label":
+            print(json.dumps(_label(args), indent=2, default=str))
         else:
             from .stats import compute_stats, format_stats
 

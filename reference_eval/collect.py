@@ -25,6 +25,7 @@ from typing import Any
 
 from .backends import Backend
 from .data import Task, duplicate_prompt_groups, load_tasks
+from .label import LabelPlan
 from .results import ResultsWriter, Settings, record_key
 from .scoring import ScoreError, Scorer, check_scorable
 
@@ -50,6 +51,8 @@ class CollectReport:
             prompt and left out of its pass rate by merge.
         seconds: Wall-clock time of the generation loop.
         out: The results file.
+        label_plan: With a labelled subset (``--label-fraction``), the subset and the generations it saves
+            (:meth:`reference_eval.label.LabelPlan.to_dict`); None when every task is evaluated.
     """
 
     rows: int
@@ -62,6 +65,7 @@ class CollectReport:
     seconds: float
     out: str
     score_errors: int = 0
+    label_plan: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """As a JSON-ready dict."""
@@ -164,6 +168,7 @@ def collect(
     save_responses: bool = False,
     on_score_error: str = "raise",
     progress: bool = True,
+    label_plan: LabelPlan | None = None,
 ) -> CollectReport:
     """Evaluate every not-yet-done prompt of a parquet and append the results.
 
@@ -185,6 +190,8 @@ def collect(
         on_score_error: ``raise`` (stop with a :class:`ScoreError`) or ``fail`` (record the response as a scorer
             error, never a success, and go on; merge leaves it out of the pass rate).
         progress: Show a tqdm progress bar.
+        label_plan: Evaluate only the tasks of this subset (:func:`reference_eval.label.choose_subset` over the same
+            parquet); the others are skipped, and merge leaves them NaN.
 
     Returns:
         A :class:`CollectReport`.
@@ -211,6 +218,12 @@ def collect(
     tasks = load_tasks(data_path, id_column, prompt_column, ground_truth_column)
     shard = [t for t in tasks if in_shard(t.task_id, num_shards, shard_index)]
     check_scorable(scorer, shard)
+    if label_plan is not None:
+        if label_plan.tasks != len(tasks):
+            raise ValueError(f"the label plan covers {label_plan.tasks} tasks, {data_path} has {len(tasks)}")
+        labelled = {record_key(tid) for tid in label_plan.task_ids}
+        shard = [t for t in shard if record_key(t.task_id) in labelled]
+        logger.info("%s", label_plan.summary())
     dup_groups = duplicate_prompt_groups([t.prompt_sha256 for t in tasks])
     duplicate_rows = sum(len(g) - 1 for g in dup_groups)
     if duplicate_rows:
@@ -286,6 +299,7 @@ def collect(
         seconds=seconds,
         out=str(out_path),
         score_errors=errors,
+        label_plan=None if label_plan is None else label_plan.to_dict(),
     )
     logger.info("collect done: %s", report.to_dict())
     return report
