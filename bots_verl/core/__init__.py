@@ -17,9 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 # Importing the modules registers their entries: the paper's selectors and baselines, then what lies beyond the paper
-# (the ``irt`` evidence, ``bots_plus`` and ``greso``), and the toy testbed's ceiling (``pass_rate_oracle``, issue 38).
+# (the ``irt`` evidence, ``bots_plus``, ``greso``, the 2026 peer ``dps``), and the toy testbed's ceiling
+# (``pass_rate_oracle``, issue 38).
 from bots_verl.core import baseline_selectors as _baseline_selectors  # noqa: F401
 from bots_verl.core import bots_plus as _bots_plus  # noqa: F401
+from bots_verl.core import dps as _dps  # noqa: F401
 from bots_verl.core import greso as _greso  # noqa: F401
 from bots_verl.core import irt_evidence as _irt_evidence  # noqa: F401
 from bots_verl.core import oracle as _oracle  # noqa: F401
