@@ -76,7 +76,15 @@ from bots_verl.core.validation import check_real_array, check_scalars, check_uni
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["NAMED_ALPHA_PRIORS", "NAMED_PI_PRIORS", "STATES", "DPSSelector", "observed_states"]
+__all__ = [
+    "NAMED_ALPHA_PRIORS",
+    "NAMED_PI_PRIORS",
+    "STATES",
+    "DPSSelector",
+    "column_sums",
+    "observed_states",
+    "transition_matrices",
+]
 
 STATES = ("unsolved", "partial", "solved")
 _PARTIAL = 1
@@ -106,9 +114,17 @@ def observed_states(successes: np.ndarray, attempts: np.ndarray) -> np.ndarray:
     return states
 
 
+def column_sums(alpha: np.ndarray) -> np.ndarray:
+    """``alpha[..., to, from]`` summed over ``to``: the normaliser of each column (three adds; numpy's reduction
+    over a short middle axis is many times slower on a large pool)."""
+    out = alpha[..., 0, :] + alpha[..., 1, :]
+    out += alpha[..., 2, :]
+    return out
+
+
 def transition_matrices(alpha: np.ndarray) -> np.ndarray:
     """Expected transition matrices of Dirichlet counts ``alpha[..., to, from]``: each column normalised to sum 1."""
-    return alpha / alpha.sum(axis=-2, keepdims=True)
+    return alpha / column_sums(alpha)[..., None, :]
 
 
 def _prior_alpha_matrix(value: Any) -> np.ndarray:
@@ -176,11 +192,11 @@ class DPSSelector(Selector):
     def bytes_per_task(cls, reference_columns: int, hparams: Mapping[str, Any] | None = None) -> int:
         """Counter and references, the state (alpha 72, pi 24, pi_prev 24, touched 1), plus what update allocates.
 
-        update computes the new state into fresh arrays (alpha, pi, pi_prev: 120) through one transition-matrix
-        buffer (72) and the column sums (24) before committing; select allocates less (candidates and their scores).
-        ``tests/core/test_memory.py`` measures it.
+        update computes the new state into fresh arrays (alpha, pi, pi_prev: 120) with the column sums (24), the
+        normalisers of pi (8), two masks and the finiteness check (11) before committing; select allocates less (the
+        candidates, their scores and their order). ``tests/core/test_memory.py`` measures it.
         """
-        return super().bytes_per_task(reference_columns, hparams) + 121 + 120 + 72 + 24 + 8
+        return super().bytes_per_task(reference_columns, hparams) + 121 + 120 + 24 + 8 + 11
 
     def __init__(self, num_tasks: int, *, reference_pass_rates: Any = None, seed: int = 0, **hparams: Any) -> None:
         super().__init__(num_tasks, reference_pass_rates=reference_pass_rates, seed=seed, **hparams)
@@ -243,23 +259,24 @@ class DPSSelector(Selector):
         touched = self.touched.copy()
         touched[indices] = True
         # Step 2 for the observed tasks, with the counts and transition matrix before this step.
-        alpha_obs = self.alpha[indices]
-        trans_obs = transition_matrices(alpha_obs)
-        rows = trans_obs[np.arange(indices.size), states, :]  # T[o, i]
+        rows = transition_matrices(self.alpha[indices])[np.arange(indices.size), states, :]  # T[o, i]
         joint = rows * self.pi_prev[indices]  # T[o, i] * pi_prev[i]
         xi_row = joint / joint.sum(axis=1, keepdims=True)
         # Steps 2 and 4: every count decays toward the prior; the observed tasks add their transition.
         alpha = self.alpha * d
         alpha += (1.0 - d) * self.prior_alpha
         alpha[indices, states, :] += xi_row
-        trans = transition_matrices(alpha)
         # Step 4: unobserved tasks predict one step on; step 3: observed ones from their one-hot state.
         pi_prev = self.pi.copy()
         pi_prev[indices] = 0.0
         pi_prev[indices, states] = 1.0
-        pi = np.einsum("nji,ni->nj", trans, pi_prev)
-        del trans
-        pi /= pi.sum(axis=1, keepdims=True)  # as the code does: no drift off the simplex over long runs
+        # T' pi_prev = sum_i A'[:, i] * (pi_prev[i] / colsum[i]): no pool-sized transition matrix is built
+        weights = column_sums(alpha)
+        np.divide(pi_prev, weights, out=weights)
+        pi = np.einsum("nji,ni->nj", alpha, weights)
+        del weights
+        # as the code does, renormalise: no drift off the simplex over long runs
+        pi /= (pi[:, 0] + pi[:, 1] + pi[:, 2])[:, None]
         # Tasks never touched hold the prior exactly (the code has no state for them).
         untouched = ~touched
         alpha[untouched] = self.prior_alpha
