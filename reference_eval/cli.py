@@ -202,6 +202,15 @@ def build_parser() -> argparse.ArgumentParser:
     lab.add_argument("-n", "--n", type=int, default=16, help="responses per prompt a collect would sample")
     lab.add_argument("--models", type=int, default=2, help="reference models the columns need")
     lab.add_argument("--out", default=None, help="write the plan and the labelled task ids here (JSON)")
+    lab.add_argument(
+        "--mask-columns",
+        nargs="+",
+        default=None,
+        help="existing pass-rate columns to restrict to the subset (NaN elsewhere), e.g. GURU's shipped ones: what "
+        "collect --label-fraction and merge would give, since each prompt's samples are seeded by its task id alone",
+    )
+    lab.add_argument("--suffix", default=None, help="--mask-columns: name of the restricted copies: <column><suffix>")
+    lab.add_argument("--out-data", default=None, help="--mask-columns: the parquet to write (input + copies)")
     _label_arguments(lab, required=True)
     return parser
 
@@ -352,9 +361,17 @@ def _embed(args: argparse.Namespace) -> dict[str, Any]:
 def _label(args: argparse.Namespace) -> dict[str, Any]:
     from bots_verl.fileio import write_json_atomic
 
+    if args.mask_columns and not (args.suffix and args.out_data):
+        raise ValueError("--mask-columns needs --suffix and --out-data")
     plan = _label_plan(args, args.n, args.models)
     print(plan.summary(), file=sys.stderr)
     report = plan.to_dict()
+    if args.mask_columns:
+        from .label import write_masked_columns
+
+        report["columns"] = write_masked_columns(
+            args.data, args.out_data, plan, args.mask_columns, args.suffix, args.id_column
+        )
     if args.out:
         write_json_atomic(args.out, {**report, "task_ids": list(plan.task_ids)})
         report["out"] = args.out

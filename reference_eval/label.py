@@ -24,7 +24,7 @@ import numpy as np
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("REFERENCE_EVAL_LOGGING_LEVEL", "INFO"))
 
-__all__ = ["LABEL_METHODS", "LabelPlan", "choose_subset"]
+__all__ = ["LABEL_METHODS", "LabelPlan", "choose_subset", "write_masked_columns"]
 
 LABEL_METHODS = ("uniform", "spread")
 
@@ -128,7 +128,7 @@ def choose_subset(
     if embeddings is not None:
         vectors = load_task_embeddings(embeddings, ids).vectors
     else:
-        vectors = np.zeros((len(ids), 1), dtype=np.float32)
+        vectors = np.ones((len(ids), 1), dtype=np.float32)  # uniform reads only the pool size
     chosen = np.asarray(choose_labelled(vectors, fraction, method, seed), dtype=np.int64)
     plan = LabelPlan(
         tasks=len(ids),
@@ -143,3 +143,45 @@ def choose_subset(
     )
     logger.info("%s", plan.summary())
     return plan
+
+
+def write_masked_columns(
+    data: str | os.PathLike,
+    out: str | os.PathLike,
+    plan: LabelPlan,
+    columns: Sequence[str],
+    suffix: str,
+    id_column: str = "task_id",
+) -> list[str]:
+    """Write ``data`` plus, per column, a copy restricted to the plan's tasks (NaN elsewhere) named ``<col><suffix>``.
+
+    Returns:
+        The new column names.
+
+    Raises:
+        ValueError: a missing column, a name that exists already, or a plan for another pool.
+    """
+    import pyarrow as pa
+
+    from bots_verl.fileio import write_table_atomic
+
+    from .data import read_table, task_ids
+
+    table = read_table(data)
+    ids = task_ids(table, id_column)
+    if len(ids) != plan.tasks:
+        raise ValueError(f"the label plan covers {plan.tasks} tasks, {data} has {len(ids)}")
+    chosen = set(plan.task_ids)
+    mask = np.fromiter((t in chosen for t in ids), dtype=bool, count=len(ids))
+    names = []
+    for column in columns:
+        if column not in table.column_names:
+            raise ValueError(f"{data} has no column {column!r}")
+        name = f"{column}{suffix}"
+        if name in table.column_names:
+            raise ValueError(f"{data} already has a column {name!r}; choose another --suffix")
+        values = table.column(column).to_numpy(zero_copy_only=False).astype(np.float64)
+        table = table.append_column(name, pa.array(np.where(mask, values, np.nan), pa.float64()))
+        names.append(name)
+    write_table_atomic(table, out)
+    return names

@@ -90,7 +90,7 @@ def test_writer_refuses_what_the_reader_would(tmp_path):
 
 def test_graph_memory_and_all_nan_references_are_refused():
     assert check_graph_fits(100_000, 256, 16, available=8 * 2**30) < 2**30
-    with pytest.raises(ValueError, match="needs about .* GiB, more than half"):
+    with pytest.raises(ValueError, match="needs about .* GiB, more than the 8.00 GiB available"):
         check_graph_fits(10_000_000, 1024, 64, available=8 * 2**30)
     reference = np.array([[0.2, 0.4], [np.nan, np.nan], [0.1, 0.9]])
     assert check_reference_values(reference, ["weak", "strong"], "train.parquet") == 2

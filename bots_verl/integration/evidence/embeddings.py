@@ -35,10 +35,8 @@ __all__ = [
     "EmbeddingFileError",
     "TaskEmbeddings",
     "embeddings_sha256",
-    "available_memory_bytes",
     "check_graph_fits",
     "check_reference_values",
-    "graph_bytes",
     "load_task_embeddings",
     "pool_task_ids",
     "read_embedding_file",
@@ -262,49 +260,33 @@ def pool_task_ids(files: Sequence[str], path: Sequence[str]) -> list[int | str]:
     return ids
 
 
-def graph_bytes(num_tasks: int, dims: int, k: int, block: int = 1024) -> int:
-    """Memory a k-nearest-neighbour task graph needs at most: the float32 embeddings, the neighbour lists (int64
-    index and float64 weight, both directions) and one block of similarities (``block`` rows x all tasks, float32)
-    while they are searched. Never the dense task-by-task matrix."""
-    return num_tasks * dims * 4 + 2 * num_tasks * k * 16 + min(block, num_tasks) * num_tasks * 4
-
-
-def available_memory_bytes() -> int | None:
-    """``MemAvailable`` of ``/proc/meminfo`` (Linux), else total physical memory, else None."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
 def check_graph_fits(num_tasks: int, dims: int, k: int, available: int | None = None) -> int:
-    """Refuse a similarity graph that would not fit in memory here (the posterior actor builds it at start-up).
+    """Refuse, before Ray, a task graph that would not fit in memory here (the posterior actor builds it at start-up).
+
+    The estimate is the core's own (:class:`~bots_verl.core.similarity.TaskGraph`: the graph, the normalised
+    embeddings and one chunk of similarities; never a dense task-by-task matrix).
 
     Args:
         num_tasks: pool size.
         dims: embedding coordinates.
         k: neighbours per task (``bots.hparams.graph_k``).
-        available: bytes available (default: :func:`available_memory_bytes`).
+        available: bytes available (default: :func:`bots_verl.core.memory.available_memory_bytes`).
 
     Returns:
-        The estimated bytes (:func:`graph_bytes`).
+        The estimated bytes.
 
     Raises:
-        ValueError: when the estimate exceeds half the available memory, naming both and what to change.
+        ValueError: when the estimate exceeds the available memory, naming both and what to change.
     """
-    need = graph_bytes(num_tasks, dims, k)
+    from bots_verl.core.memory import available_memory_bytes
+    from bots_verl.core.similarity import TaskGraph
+
+    need = num_tasks * TaskGraph.bytes_per_task(k) + TaskGraph.build_transient_bytes(num_tasks, dims)
     have = available_memory_bytes() if available is None else available
-    if have is not None and need > have // 2:
+    if have is not None and need > have:
         raise ValueError(
-            f"the task-similarity graph of {num_tasks} tasks x {dims} dims with graph_k={k} needs about "
-            f"{need / 2**30:.2f} GiB, more than half the {have / 2**30:.2f} GiB available here; use fewer embedding "
+            f"the task-similarity graph of {num_tasks:,} tasks x {dims} dims with graph_k={k} needs about "
+            f"{need / 2**30:.2f} GiB, more than the {have / 2**30:.2f} GiB available here; use fewer embedding "
             "dimensions (reference_eval embed --dims) or a smaller bots.hparams.graph_k"
         )
     return need
