@@ -80,6 +80,28 @@ class SuccessConfig(BaseConfig):
             raise ValueError(f"bots.success.threshold must be a finite number, got {self.threshold!r}")
 
 
+#: Ray's own resources, which ``bots.actor.node_resource`` must not name (the actor reserves no CPU or GPU)
+RESERVED_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
+
+
+def check_node_resource(node_resource: str | None) -> None:
+    """Refuse a ``bots.actor.node_resource`` that cannot name a custom node resource (no Ray needed).
+
+    Raises:
+        ValueError: an empty name, or one of Ray's own resources (:data:`RESERVED_RESOURCES`).
+    """
+    if node_resource is None:
+        return
+    if not isinstance(node_resource, str) or not node_resource.strip():
+        raise ValueError(f"bots.actor.node_resource must be null or a resource name, got {node_resource!r}")
+    if node_resource in RESERVED_RESOURCES:
+        raise ValueError(
+            f"bots.actor.node_resource={node_resource!r} is one of Ray's own resources {RESERVED_RESOURCES}; name a "
+            "custom resource declared on one node (ray start --resources '{\"bots_posterior\": 1}'), "
+            "node:__internal_head__ for the head node, or null for the task runner's node"
+        )
+
+
 @dataclass
 class ActorConfig(BaseConfig):
     """``bots.actor``: the named Ray actor that serves the selector.
@@ -87,10 +109,16 @@ class ActorConfig(BaseConfig):
     Attributes:
         name: actor name; None until :func:`read_bots_config` derives it from the trainer's names.
         namespace: Ray namespace, so that any process can ``ray.get_actor(name, namespace=...)``.
+        node_resource: where the actor runs: None on verl's task runner's node, else on the node that declares this
+            custom Ray resource (:mod:`bots_verl.integration.transport.placement`).
     """
 
     name: str | None = None
     namespace: str = "bots"
+    node_resource: str | None = None
+
+    def __post_init__(self) -> None:
+        check_node_resource(self.node_resource)
 
 
 @dataclass

@@ -58,6 +58,7 @@ from bots_verl.integration.hooks.replay_buffer import adopt_replay_buffer
 from bots_verl.integration.hooks.step_metrics import bots_metrics
 from bots_verl.integration.safety.fingerprint import dataset_prompts_digest, run_fingerprint
 from bots_verl.integration.safety.resume import ResumePoint, check_resume, missing_data_pt_message
+from bots_verl.integration.transport.placement import posterior_placement
 from bots_verl.integration.transport.sampler import BOTSSampler
 from bots_verl.integration.transport.selector_client import SelectorClient
 from bots_verl.integration.transport.selector_service import create_selector_service
@@ -127,6 +128,7 @@ class BOTSTrainer(PPOTrainerSync):
         service = create_selector_service(
             self.bots.actor.name,
             self.bots.actor.namespace,
+            placement=posterior_placement(self.bots.actor.node_resource),
             selector=self.bots.selector,
             num_tasks=num_tasks,
             reference_pass_rates=reference,

@@ -163,6 +163,7 @@ def create_selector_service(
     name: str,
     namespace: str,
     *,
+    placement: dict[str, Any] | None = None,
     selector: str,
     num_tasks: int,
     reference_pass_rates: np.ndarray | None = None,
@@ -174,6 +175,8 @@ def create_selector_service(
     Args:
         name: actor name (``bots.actor.name``).
         namespace: Ray namespace (``bots.actor.namespace``).
+        placement: Ray options that choose its node (:func:`~bots_verl.integration.transport.placement.
+            posterior_placement`); None: Ray's default.
         selector, num_tasks, reference_pass_rates, seed, hparams: see :class:`SelectorService`.
 
     Returns:
@@ -192,7 +195,7 @@ def create_selector_service(
     else:
         raise ValueError(f"a posterior actor named {namespace}/{name} already exists; set bots.actor.name")
     actor_cls = ray.remote(num_cpus=0, max_restarts=0)(SelectorService)
-    handle = actor_cls.options(name=name, namespace=namespace).remote(
+    handle = actor_cls.options(name=name, namespace=namespace, **(placement or {})).remote(
         selector, num_tasks, reference_pass_rates, seed, hparams
     )
     # surface constructor errors (bad hparams, reference shape) here, not at the first batch
