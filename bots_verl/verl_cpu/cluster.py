@@ -43,7 +43,8 @@ _IDLE = "IDLE"
 #: Ray's switch for a one-machine cluster: its node address is then 127.0.0.1 and the GCS and raylets listen on the
 #: loopback interface only (``ray.init(_node_ip_address="127.0.0.1")`` is turned into the eth0 address by Ray's
 #: ``resolve_ip_for_localhost``). Every cluster the CPU backend starts sets it; a run that attaches inherits it.
-LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+_MULTI_NODE_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+LOOPBACK_ENV = {_MULTI_NODE_ENV: "0"}
 
 
 def use_loopback() -> None:
@@ -52,7 +53,13 @@ def use_loopback() -> None:
     Ray reads the switch once, when ``ray._private.ray_constants`` is imported; hydra's composition of verl's config
     may import ray before the entry point runs, so the already-read value is updated as well. Processes started
     from here (the raylet, Ray's workers) inherit the environment.
+
+    A process told ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1`` is left as it is: Ray refuses a second node (``ray start
+    --address=...``) on a loopback-only cluster, so a cluster of several nodes, even on one machine
+    (``tests/integration/ray_nodes.py``), runs in Ray's ordinary multi-node mode, and its runs must attach the same way.
     """
+    if os.environ.get(_MULTI_NODE_ENV) == "1":
+        return
     os.environ.update(LOOPBACK_ENV)
     constants = sys.modules.get("ray._private.ray_constants")
     if constants is not None:

@@ -115,10 +115,12 @@ def _describe(owner: dict[str, Any] | None) -> str:
 
 def _remedy() -> str:
     return (
-        "TransferQueue names its controller with a fixed name in a fixed namespace, so two runs on one cluster share "
-        "one queue, and a run that fails kills the other's. Wait for that run to finish, or give this run a Ray "
-        "cluster of its own (unset RAY_ADDRESS; the toy benchmark starts one SharedRayCluster per concurrent run). "
-        "Nothing of the other run was touched."
+        "TransferQueue (verl 0.9.1's) names its controller and storage actors with fixed names in the fixed "
+        "namespace transfer_queue, and neither verl nor TransferQueue lets a run choose them, so two runs on one "
+        "cluster would share one queue, and a run that fails would kill the other's. Wait for that run to finish, "
+        "or give this run a Ray cluster of its own: the setting that separates runs is RAY_ADDRESS (start another "
+        "cluster with ray start --head --port=<another port> and point this run's RAY_ADDRESS at it; unset, the run "
+        "starts a local one). Nothing of the other run was touched."
     )
 
 

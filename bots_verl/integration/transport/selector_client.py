@@ -31,6 +31,13 @@ class PosteriorLostError(RuntimeError):
     """The posterior actor died or was re-created with another state; resume from the last checkpoint."""
 
 
+def _death_reason(exc: Exception) -> str:
+    """Ray's reason for an actor's death in one line (a lost node says so and names the node), else its type."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    reasons = [line for line in lines if "because" in line or "node" in line.lower()]
+    return " ".join(reasons)[:400] if reasons else type(exc).__name__
+
+
 class SelectorClient:
     """Calls the run's selector service through Ray, checking its incarnation on every reply.
 
@@ -52,8 +59,8 @@ class SelectorClient:
             return ray.get(getattr(self.actor, method).remote(*args))
         except ray.exceptions.RayActorError as exc:
             raise PosteriorLostError(
-                "the BOTS posterior actor died; its state is lost for this process. Resume from the last "
-                "checkpoint (trainer.resume_mode=auto) to restore it from data.pt"
+                f"the BOTS posterior actor died ({_death_reason(exc)}); its state is lost for this process. Resume "
+                "from the last checkpoint (trainer.resume_mode=auto) to restore it from data.pt"
             ) from exc
 
     def _check_incarnation(self, token: str) -> None:
