@@ -24,6 +24,8 @@ from bots_verl.core import bots_plus as _bots_plus  # noqa: F401
 from bots_verl.core import dps as _dps  # noqa: F401
 from bots_verl.core import greso as _greso  # noqa: F401
 from bots_verl.core import irt_evidence as _irt_evidence  # noqa: F401
+from bots_verl.core import neighbour_evidence as _neighbour_evidence  # noqa: F401
+from bots_verl.core import noref_selectors as _noref_selectors  # noqa: F401
 from bots_verl.core import oracle as _oracle  # noqa: F401
 from bots_verl.core.allocation import ROLLOUT_ALLOCATIONS
 from bots_verl.core.beta_selectors import BetaPosteriorSelector
@@ -50,7 +52,13 @@ __all__ = [
 
 
 def build_selector(
-    name: str, num_tasks: int, *, reference_pass_rates: Any = None, seed: int = 0, **hparams: Any
+    name: str,
+    num_tasks: int,
+    *,
+    reference_pass_rates: Any = None,
+    task_embeddings: Any = None,
+    seed: int = 0,
+    **hparams: Any,
 ) -> Selector:
     """Build a registered selector.
 
@@ -59,6 +67,8 @@ def build_selector(
             hyperparameters), e.g. ``bots``, ``mopps``, ``random``.
         num_tasks: the pool size; tasks are ``0 .. num_tasks - 1``.
         reference_pass_rates: ``(num_tasks,)`` or ``(num_tasks, K)`` reference pass rates, columns weak -> strong.
+        task_embeddings: ``(num_tasks, d)`` task embeddings, for what reads the task graph (``bots_noref``,
+            ``bots_partial_ref``, ``evidence="neighbours"``, ``reference_nan="neighbours"``); ignored otherwise.
         seed: seed of the selector's generator; same seed and same updates give the same selections.
         **hparams: the selector's hyperparameters, its evidence plug-in's and its selection rule's.
 
@@ -69,4 +79,9 @@ def build_selector(
         ValueError: for an unknown name or hyperparameter, invalid values, an override of a preset's defining
             setting (e.g. ``rho`` for ``mopps``), or a pool too large for the available memory.
     """
-    return SELECTORS.lookup(name)(num_tasks, reference_pass_rates=reference_pass_rates, seed=seed, **hparams)
+    cls = SELECTORS.lookup(name)
+    if task_embeddings is None:  # selectors that take no embeddings keep working unchanged
+        return cls(num_tasks, reference_pass_rates=reference_pass_rates, seed=seed, **hparams)
+    return cls(
+        num_tasks, reference_pass_rates=reference_pass_rates, task_embeddings=task_embeddings, seed=seed, **hparams
+    )

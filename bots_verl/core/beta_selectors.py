@@ -91,6 +91,12 @@ class BetaPosteriorSelector(Selector):
         transient = max(24, working + BetaPosterior.WORKING_BYTES_PER_TASK)
         return super().bytes_per_task(reference_columns, hparams) + BetaPosterior.HELD_BYTES_PER_TASK + held + transient
 
+    @classmethod
+    def _graph_users(cls, hparams: Mapping[str, Any], missing_reference: bool) -> list[tuple[str, bool]]:
+        name = hparams.get("evidence", cls.DEFAULTS["evidence"])
+        evidence = EVIDENCE.get(name, ImplicitEvidence) if isinstance(name, str) else ImplicitEvidence
+        return [*super()._graph_users(hparams, missing_reference), (f"evidence={name!r}", evidence.needs_graph)]
+
     def _param_groups(self, given: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         evidence = EVIDENCE.lookup(given.get("evidence", self.DEFAULTS["evidence"]))
         rule = self.RULES.lookup(given.get("selection", self.DEFAULTS["selection"]))
@@ -100,8 +106,18 @@ class BetaPosteriorSelector(Selector):
             ("selection rule", {k: v for k, v in defaults_of(rule).items() if k != "target"}),
         ]
 
-    def __init__(self, num_tasks: int, *, reference_pass_rates: Any = None, seed: int = 0, **hparams: Any) -> None:
-        super().__init__(num_tasks, reference_pass_rates=reference_pass_rates, seed=seed, **hparams)
+    def __init__(
+        self,
+        num_tasks: int,
+        *,
+        reference_pass_rates: Any = None,
+        task_embeddings: Any = None,
+        seed: int = 0,
+        **hparams: Any,
+    ) -> None:
+        super().__init__(
+            num_tasks, reference_pass_rates=reference_pass_rates, task_embeddings=task_embeddings, seed=seed, **hparams
+        )
         hp = self.hparams
         self.lam = check_unit_interval("lam", hp["lam"])
         self.rho = check_unit_interval("rho", hp["rho"])
@@ -115,7 +131,10 @@ class BetaPosteriorSelector(Selector):
             raise ValueError(f"implicit_scale must be positive (at most {MAX_ATTEMPTS:g}) or None, got {m!r}")
         self.implicit_scale = None if m is None else float(m)
         evidence_cls: type[ImplicitEvidence] = EVIDENCE.lookup(hp["evidence"])
-        self.evidence = evidence_cls(self.num_tasks, self.reference, **{k: hp[k] for k in evidence_cls.DEFAULTS})
+        evidence_params = {k: hp[k] for k in evidence_cls.DEFAULTS}
+        if evidence_cls.needs_graph:
+            evidence_params["graph"] = self.task_graph
+        self.evidence = evidence_cls(self.num_tasks, self.reference, **evidence_params)
         self.posterior = BetaPosterior(self.num_tasks, *self._prior())
         self._warm_start(hp["warm_start_weight"], hp["warm_start_mu"])
         # The tasks of the last select() and the p the rule scored them by; the last update's diagnostics.

@@ -23,13 +23,16 @@ state once the selector knows the whole update is valid. Adding a plug-in is one
 from __future__ import annotations
 
 import logging
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from bots_verl.core import defaults
 from bots_verl.core.registry import Registry
 from bots_verl.core.validation import check_count, check_unit_interval, require_keys
+
+if TYPE_CHECKING:
+    from bots_verl.core.similarity import TaskGraph
 
 logger = logging.getLogger(__name__)
 
@@ -42,16 +45,23 @@ class ImplicitEvidence:
     Args:
         num_tasks: the pool size.
         reference: validated reference pass rates, shape ``(num_tasks, K)``, columns weak -> strong, or None.
+        graph: the pool's task graph (:class:`~bots_verl.core.similarity.TaskGraph`); the selector passes it to
+            plug-ins with ``needs_graph`` and None to the others.
         **params: the plug-in's hyperparameters; their names and defaults are in ``DEFAULTS``.
     """
 
     name: ClassVar[str] = ""
     DEFAULTS: ClassVar[dict[str, Any]] = {}
     needs_reference: ClassVar[bool] = False
+    # Whether the plug-in reads the task graph (the selector then builds it from its task_embeddings).
+    needs_graph: ClassVar[bool] = False
 
-    def __init__(self, num_tasks: int, reference: np.ndarray | None, **params: Any) -> None:
+    def __init__(
+        self, num_tasks: int, reference: np.ndarray | None, *, graph: TaskGraph | None = None, **params: Any
+    ) -> None:
         self.num_tasks = num_tasks
         self.reference = reference
+        self.graph = graph
         self.params = {**self.DEFAULTS, **params}
 
     @classmethod

@@ -26,6 +26,7 @@ import numpy as np
 from bots_verl.core.memory import check_pool_fits
 from bots_verl.core.metrics import effective_task_ratio
 from bots_verl.core.registry import Registry
+from bots_verl.core.similarity import TaskGraph, check_embeddings, impute_reference
 from bots_verl.core.validation import (
     check_batch_size,
     check_count,
@@ -60,6 +61,8 @@ _STATE_KEYS = (
     "extra",
 )
 _INT32_MAX = int(np.iinfo(np.int32).max)
+# The checkpoint key of the task graph's fingerprint (present only when the selector built a graph).
+_GRAPH_KEY = "task_graph"
 
 
 def moved_to_simulator(keys: tuple[str, ...], selector: str) -> dict[str, str]:
@@ -77,13 +80,21 @@ class Selector:
     Args:
         num_tasks: pool size N; tasks are ``0 .. N-1``.
         reference_pass_rates: optional ``(N,)`` or ``(N, K)`` reference pass rates, columns ordered weak -> strong.
+        task_embeddings: optional ``(N, d)`` task embeddings, one row per task (finite, no all-zero row). The
+            selector builds the task graph (:class:`~bots_verl.core.similarity.TaskGraph`, ``graph_k`` neighbours)
+            from them once, and only when something needs it: ``reference_nan="neighbours"`` with missing values, or
+            an evidence plug-in with ``needs_graph`` (``neighbours``). The embeddings themselves are not kept.
         seed: seed of the selector's own ``numpy`` generator (PCG64).
-        **hparams: hyperparameters; names and defaults in ``DEFAULTS`` (plus ``reference_nan``: ``"impute"`` or
-            ``"error"``, the policy for missing reference values).
+        **hparams: hyperparameters; names and defaults in ``DEFAULTS``, plus two for every selector:
+            ``reference_nan``, the policy for missing reference values (``"impute"``: column means; ``"error"``;
+            ``"neighbours"``: imputed from labelled similar tasks over the task graph,
+            :func:`~bots_verl.core.similarity.impute_reference`), and ``graph_k`` (16), the task graph's
+            neighbours per task.
 
     Raises:
-        ValueError: for an invalid pool size, reference array or hyperparameter, a value that contradicts a preset's
-            defining setting (``FIXED``), or a pool too large for the available memory.
+        ValueError: for an invalid pool size, reference array, embeddings or hyperparameter, a value that
+            contradicts a preset's defining setting (``FIXED``), something that needs the task graph without
+            ``task_embeddings``, or a pool (or its graph) too large for the available memory.
     """
 
     name: ClassVar[str] = ""
@@ -96,9 +107,17 @@ class Selector:
     # Hyperparameters whose value lives in the checkpointed state (e.g. the prior inside the posterior): on resume the
     # checkpoint's value stays, whatever the selector was built with, so a change is reported as not applied.
     CHECKPOINT_HPARAMS: ClassVar[tuple[str, ...]] = ()
-    _BASE_DEFAULTS: ClassVar[dict[str, Any]] = {"reference_nan": "impute"}
+    _BASE_DEFAULTS: ClassVar[dict[str, Any]] = {"reference_nan": "impute", "graph_k": 16}
 
-    def __init__(self, num_tasks: int, *, reference_pass_rates: Any = None, seed: int = 0, **hparams: Any) -> None:
+    def __init__(
+        self,
+        num_tasks: int,
+        *,
+        reference_pass_rates: Any = None,
+        task_embeddings: Any = None,
+        seed: int = 0,
+        **hparams: Any,
+    ) -> None:
         if isinstance(num_tasks, bool) or not isinstance(num_tasks, int | np.integer) or num_tasks < 1:
             raise ValueError(f"num_tasks must be a positive integer, got {num_tasks!r}")
         self.num_tasks = int(num_tasks)
@@ -108,11 +127,25 @@ class Selector:
         self.seed = int(seed)
         base, own, *extra = split_known_params(hparams, self._param_groups(hparams))
         self.hparams = {**own, **{k: v for group in extra for k, v in group.items()}}
+        embeddings = None if task_embeddings is None else check_embeddings(task_embeddings, self.num_tasks)
         self.reference: np.ndarray | None = None
         if reference_pass_rates is not None:
             self.reference = check_reference(reference_pass_rates, self.num_tasks, nan_policy=base["reference_nan"])
         elif self.needs_reference:
             raise ValueError(f"selector {self.name!r} needs reference_pass_rates")
+        missing_reference = self.reference is not None and bool(np.isnan(self.reference).any())
+        self.task_graph: TaskGraph | None = None
+        need = [why for why, needed in self._graph_users({**base, **self.hparams}, missing_reference) if needed]
+        if need:
+            if embeddings is None:
+                raise ValueError(
+                    f"selector {self.name!r} needs task_embeddings (one row per task) for the task graph: "
+                    f"{', '.join(need)}"
+                )
+            self.task_graph = TaskGraph.from_embeddings(embeddings, base["graph_k"])
+        if missing_reference:
+            assert self.task_graph is not None  # reference_nan="neighbours" is the only policy that keeps NaN
+            self.reference = impute_reference(self.reference, self.task_graph)
         self.rng = np.random.Generator(np.random.PCG64(self.seed))
         self.steps = 0
         self.selections = 0
@@ -127,7 +160,21 @@ class Selector:
             reference_columns: columns of the reference pass rates (0 without).
             hparams: the hyperparameters the selector is built with (they may choose what it allocates).
         """
-        return 4 + 8 * reference_columns
+        hparams = hparams or {}
+        base = 4 + 8 * reference_columns
+        if hparams.get("reference_nan", cls._BASE_DEFAULTS["reference_nan"]) == "neighbours":
+            base += 8 * reference_columns  # the imputed copy
+        k = hparams.get("graph_k", cls._BASE_DEFAULTS["graph_k"])
+        if isinstance(k, int | np.integer) and any(needed for _, needed in cls._graph_users(hparams, True)):
+            base += TaskGraph.bytes_per_task(int(k))  # graph_k itself is checked when the graph is built
+        return base
+
+    @classmethod
+    def _graph_users(cls, hparams: Mapping[str, Any], missing_reference: bool) -> list[tuple[str, bool]]:
+        """What might need the task graph, and whether it does under ``hparams`` (subclasses add their own)."""
+        nan_policy = hparams.get("reference_nan", cls._BASE_DEFAULTS["reference_nan"])
+        needed = nan_policy == "neighbours" and missing_reference
+        return [("reference_nan='neighbours' with missing reference values", needed)]
 
     def _refuse(self, hparams: Mapping[str, Any]) -> None:
         for key, message in self.RETIRED.items():
@@ -212,6 +259,8 @@ class Selector:
             "times_selected": self.times_selected.copy(),
             "last_batch_stats": dict(self.last_batch_stats),
             "extra": self._state(),
+            # only with a graph, so the checkpoints of selectors without one are as they were
+            **({_GRAPH_KEY: self.task_graph.fingerprint()} if self.task_graph is not None else {}),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -229,6 +278,12 @@ class Selector:
             raise ValueError(f"checkpoint is for selector {state['selector']!r}, not {self.name!r}")
         if state["num_tasks"] != self.num_tasks:
             raise ValueError(f"checkpoint has {state['num_tasks']} tasks, this pool has {self.num_tasks}")
+        mine = None if self.task_graph is None else self.task_graph.fingerprint()
+        if state.get(_GRAPH_KEY) != mine:
+            raise ValueError(
+                f"checkpoint was saved with task graph {state.get(_GRAPH_KEY)!r}, this selector has {mine!r} "
+                "(None: no graph): resume with the same task_embeddings (same rows, same order) and graph_k"
+            )
         rng = np.random.Generator(np.random.PCG64())
         try:
             rng.bit_generator.state = state["rng"]

@@ -18,6 +18,7 @@ __all__ = [
     "MAX_ATTEMPTS",
     "MAX_COUNT",
     "MAX_LAG",
+    "REFERENCE_NAN_POLICIES",
     "check_batch_size",
     "check_count",
     "check_indices",
@@ -37,6 +38,8 @@ MAX_ATTEMPTS = 1e9
 # The largest policy lag (in training steps) an update may report. Evidence that old weighs (1 - lam)**lag, which is
 # 0.0 in float64 long before this for any lam > 0; a larger value is a unit error (a timestamp, not a step count).
 MAX_LAG = 2**31 - 1
+# What check_reference does with missing reference values (the selectors' ``reference_nan``).
+REFERENCE_NAN_POLICIES = ("impute", "error", "neighbours")
 # The largest counter a checkpoint may hold (steps, selections, times a task was selected): exact in float64.
 MAX_COUNT = 2**53
 
@@ -145,12 +148,14 @@ def check_reference(reference: Any, num_tasks: int, *, nan_policy: str = "impute
     - ``"impute"`` (default): each NaN becomes the mean of the non-missing values of its column, with one warning
       that gives the count. A column with no value at all is an error either way.
     - ``"error"``: any NaN is a ``ValueError``.
+    - ``"neighbours"``: NaN values are returned as they are, for the caller to impute over the task graph
+      (:func:`bots_verl.core.similarity.impute_reference`). A column with no value at all is an error.
 
     Raises:
         ValueError: on a wrong shape, values outside [0, 1], infinities, or NaN under ``nan_policy="error"``.
     """
-    if nan_policy not in ("impute", "error"):
-        raise ValueError(f"reference_nan must be 'impute' or 'error', got {nan_policy!r}")
+    if nan_policy not in REFERENCE_NAN_POLICIES:
+        raise ValueError(f"reference_nan must be one of {list(REFERENCE_NAN_POLICIES)}, got {nan_policy!r}")
     ref = np.asarray(reference, dtype=np.float64)
     if ref.ndim == 1:
         ref = ref[:, None]
@@ -172,6 +177,8 @@ def check_reference(reference: Any, num_tasks: int, *, nan_policy: str = "impute
             raise ValueError(f"reference_pass_rates have missing values (NaN) per column: {counts.tolist()}")
         if np.any(counts == num_tasks):
             raise ValueError(f"a reference column has no value at all (NaN counts per column: {counts.tolist()})")
+        if nan_policy == "neighbours":
+            return np.ascontiguousarray(ref)
         ref = ref.copy()
         col_means = np.nanmean(ref, axis=0)
         rows, cols = np.nonzero(missing)

@@ -11,11 +11,13 @@ from bots_verl.core import SELECTORS, build_selector
 N = 200
 RNG = np.random.default_rng(123)
 REF = np.sort(RNG.random((N, 2)), axis=1)
+# task embeddings for the selectors that read the task graph (bots_noref, ...); the others ignore them
+EMB = RNG.normal(size=(N, 8))
 
 
 @pytest.mark.parametrize("name", sorted(SELECTORS))
 def test_batches_are_unique_and_in_range(name):
-    sel = build_selector(name, N, reference_pass_rates=REF, seed=1)
+    sel = build_selector(name, N, reference_pass_rates=REF, task_embeddings=EMB, seed=1)
     for idx in _drive(sel, 20, batch=50):
         assert idx.dtype == np.int64 and idx.size == 50
         assert np.unique(idx).size == 50 and idx.min() >= 0 and idx.max() < N
@@ -23,15 +25,15 @@ def test_batches_are_unique_and_in_range(name):
 
 @pytest.mark.parametrize("name", sorted(SELECTORS))
 def test_same_seed_same_selections(name):
-    a = _drive(build_selector(name, N, reference_pass_rates=REF, seed=7), 10)
-    b = _drive(build_selector(name, N, reference_pass_rates=REF, seed=7), 10)
+    a = _drive(build_selector(name, N, reference_pass_rates=REF, task_embeddings=EMB, seed=7), 10)
+    b = _drive(build_selector(name, N, reference_pass_rates=REF, task_embeddings=EMB, seed=7), 10)
     assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
 @pytest.mark.parametrize("name", ["bots", "mopps", "implicit_only", "random"])
 def test_different_seeds_differ(name):
-    a = _drive(build_selector(name, N, reference_pass_rates=REF, seed=1), 3)
-    b = _drive(build_selector(name, N, reference_pass_rates=REF, seed=2), 3)
+    a = _drive(build_selector(name, N, reference_pass_rates=REF, task_embeddings=EMB, seed=1), 3)
+    b = _drive(build_selector(name, N, reference_pass_rates=REF, task_embeddings=EMB, seed=2), 3)
     assert not all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
@@ -45,12 +47,12 @@ ROUND_TRIPS = [(name, {}) for name in sorted(SELECTORS)] + [
 
 @pytest.mark.parametrize(("name", "hparams"), ROUND_TRIPS)
 def test_state_dict_round_trip_continues_identically(name, hparams):
-    sel = build_selector(name, N, reference_pass_rates=REF, seed=3, **hparams)
+    sel = build_selector(name, N, reference_pass_rates=REF, task_embeddings=EMB, seed=3, **hparams)
     _drive(sel, 5)
     # the checkpoint goes through pickle, as in verl's torch.save(data.pt)
     state = pickle.loads(pickle.dumps(sel.state_dict()))
     expected = _drive(sel, 5, start=5)
-    fresh = build_selector(name, N, reference_pass_rates=REF, seed=999, **hparams)
+    fresh = build_selector(name, N, reference_pass_rates=REF, task_embeddings=EMB, seed=999, **hparams)
     fresh.load_state_dict(state)
     resumed = _drive(fresh, 5, start=5)
     assert all(np.array_equal(x, y) for x, y in zip(expected, resumed, strict=True))
@@ -75,7 +77,7 @@ def test_load_state_dict_rejects_other_pools_and_selectors():
         build_selector("mopps", N).load_state_dict(sel.state_dict())
     bad = sel.state_dict()
     bad["extra"]["posterior"]["alpha"][0] = -1.0
-    other = build_selector("bots", N, reference_pass_rates=REF, seed=5)
+    other = build_selector("bots", N, reference_pass_rates=REF, task_embeddings=EMB, seed=5)
     before = other.state_dict()
     with pytest.raises(ValueError, match="non-positive"):
         other.load_state_dict(bad)
@@ -151,11 +153,11 @@ def test_alpha_is_read_only():
 
 
 def test_load_state_dict_checks_the_evidence_before_changing_anything():
-    sel = build_selector("bots", N, reference_pass_rates=REF, seed=0)
+    sel = build_selector("bots", N, reference_pass_rates=REF, task_embeddings=EMB, seed=0)
     _drive(sel, 3)
     bad = sel.state_dict()
     del bad["extra"]["evidence"]["mu"]
-    other = build_selector("bots", N, reference_pass_rates=REF, seed=5)
+    other = build_selector("bots", N, reference_pass_rates=REF, task_embeddings=EMB, seed=5)
     before = other.state_dict()
     with pytest.raises(ValueError, match="mu"):
         other.load_state_dict(bad)
@@ -170,7 +172,7 @@ MALFORMED = [(name, breakage) for name in sorted(SELECTORS) for breakage in ("dr
 
 @pytest.mark.parametrize(("name", "breakage"), MALFORMED)
 def test_malformed_checkpoint_changes_nothing(name, breakage):
-    donor = build_selector(name, N, reference_pass_rates=REF, seed=3)
+    donor = build_selector(name, N, reference_pass_rates=REF, task_embeddings=EMB, seed=3)
     _drive(donor, 4)
     bad = donor.state_dict()
     if breakage == "drop_steps":
@@ -179,7 +181,7 @@ def test_malformed_checkpoint_changes_nothing(name, breakage):
         bad["rng"] = {"bit_generator": "PCG64"}
     else:
         bad["extra"]["cursor"] = N + 5
-    target = build_selector(name, N, reference_pass_rates=REF, seed=9)
+    target = build_selector(name, N, reference_pass_rates=REF, task_embeddings=EMB, seed=9)
     _drive(target, 2)
     before = pickle.dumps(target.state_dict())
     with pytest.raises(ValueError):
