@@ -1,7 +1,8 @@
 """Where the posterior actor runs on a Ray cluster of several nodes (``bots.actor.node_resource``).
 
-verl's ``run_ppo`` starts its ``TaskRunner`` with Ray's default scheduling, which prefers the driver's node while it
-has a free CPU; the trainer inside that task runner creates the posterior actor and calls it on every step. So:
+verl's ``run_ppo`` starts its ``TaskRunner`` (one CPU) with Ray's default scheduling: the driver's node while that node
+is lightly loaded, else any node with a free CPU. The trainer inside that task runner creates the posterior actor and
+calls it on every step. So:
 
 - **null (default): the task runner's node.** The actor is pinned there with a hard node-affinity strategy. Its
   select/update round trips never cross the network, and it shares fate with the trainer that owns it: a node that
