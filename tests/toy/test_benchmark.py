@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -90,6 +91,7 @@ def test_full_and_beyond_profiles_compose(bench) -> None:
     manifest = json.loads((root / "data" / "manifest.json").read_text())
     arms = dict.fromkeys(PROFILES["full"].selectors + PROFILES["beyond"].selectors + tuple(VARIANTS))
     assert set(VARIANTS) <= set(arms)
+    argvs = {}
     for arm in arms:
         args = training_overrides(manifest, PROFILES["beyond"], arm, 1, root / "dry" / arm)
         selector, extra = arm_settings(arm)
@@ -100,13 +102,20 @@ def test_full_and_beyond_profiles_compose(bench) -> None:
         horizon = PROFILES["headline"].steps
         assert f"trainer.total_training_steps={steps}" in args
         assert steps == (horizon // 2 if arm.endswith("_ds") else horizon)
-        proc = subprocess.run(
-            [sys.executable, "-m", "bots_verl.main", *args, "bots.dry_run=true", "hydra.output_subdir=null"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        argvs[arm] = [*args, "bots.dry_run=true"]
+    # every arm's dry run in one process (as `python -m bots_verl.main <argv>` runs it; tests/toy/dry_run_arms.py)
+    (root / "dry").mkdir(exist_ok=True)
+    (root / "dry" / "argvs.json").write_text(json.dumps(argvs))
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("dry_run_arms.py")), str(root / "dry" / "argvs.json")],
+        cwd=root / "dry",
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert [line.removeprefix("OK ") for line in proc.stdout.splitlines() if line.startswith("OK ")] == list(arms)
+    assert proc.stdout.count("BOTS dry run: config OK") == len(arms)
 
 
 def test_seeds_change_data_order_rollouts_and_selector(bench) -> None:
