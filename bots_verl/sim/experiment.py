@@ -25,12 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from bots_verl.core.metrics import Interval
-from bots_verl.sim.loop import RunResult, run_method, stream
+from bots_verl.sim.loop import RunResult, build_run_selector, run_method, stream
 from bots_verl.sim.methods import MethodSpec, parse_method
 from bots_verl.sim.plots import plot_all
 from bots_verl.sim.report import format_table, summarize
 from bots_verl.sim.scenario import ScenarioConfig, get_scenario
-from bots_verl.sim.selector_registry import make_selector
 from bots_verl.sim.world import World, build_world
 
 logger = logging.getLogger(__name__)
@@ -182,7 +181,7 @@ def run_experiment(
     worlds: dict[int, dict[str, float]] = {}
     first: World = build_world(cfg, stream(seed_list[0], 0))
     for spec in specs:  # fail fast on a bad selector name or hyperparameter, before any run starts
-        make_selector(spec.selector, len(first.pool), reference_pass_rates=first.pool.reference, seed=0, **spec.hparams)
+        build_run_selector(first, spec, 0)
     try:
         for seed in seed_list:
             world = first if seed == seed_list[0] else build_world(cfg, stream(seed, 0))

@@ -23,9 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from bots_verl.core import effective_task_ratio
+from bots_verl.core import Selector, effective_task_ratio
 from bots_verl.core.allocation import allocate_rollouts
 from bots_verl.runlog import RunWriter
+from bots_verl.sim.embeddings import labelled_reference, pool_embeddings
 from bots_verl.sim.methods import MethodSpec
 from bots_verl.sim.policy import Policy
 from bots_verl.sim.selector_registry import make_selector, wants_truth
@@ -33,7 +34,7 @@ from bots_verl.sim.world import World
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RunResult", "acc_metric", "run_method", "stream"]
+__all__ = ["RunResult", "acc_metric", "build_run_selector", "run_method", "stream"]
 
 
 # Pseudo-counts of the "posterior" that alloc=truth uses: Beta moments then equal p^n to ~1e-7 for n <= 128.
@@ -74,6 +75,21 @@ class RunResult:
     update_ms: np.ndarray
     signal: np.ndarray
     run_dir: Path | None = None
+
+
+def build_run_selector(world: World, spec: MethodSpec, seed: int) -> Selector:
+    """The selector of one run: the pool's references (all, a labelled share, or none: ``spec.ref_fraction``) and
+    its task embeddings (:mod:`bots_verl.sim.embeddings`, drawn from the seed's stream 3)."""
+    embeddings = pool_embeddings(world, stream(seed, 3))
+    reference = labelled_reference(world.pool.reference, embeddings, spec.ref_fraction, spec.ref_labels, seed)
+    return make_selector(
+        spec.selector,
+        len(world.pool),
+        reference_pass_rates=reference,
+        task_embeddings=embeddings,
+        seed=seed,
+        **spec.hparams,
+    )
 
 
 def _merge(
@@ -117,7 +133,7 @@ def run_method(
     cfg = world.config
     pool = world.pool
     num_tasks = len(pool)
-    selector = make_selector(spec.selector, num_tasks, reference_pass_rates=pool.reference, seed=seed, **spec.hparams)
+    selector = build_run_selector(world, spec, seed)
     policy = Policy(world)
     rng_roll, rng_eval = stream(seed, 1), stream(seed, 2)
     metric = acc_metric(cfg.name)

@@ -9,10 +9,13 @@ Spec syntax (CLI ``--methods`` entries and ``--variant`` values)::
 
 The keys ``dapo``, ``dapo_gen_factor`` and ``dapo_max_rounds`` configure DAPO dynamic sampling in the simulator loop,
 and ``alloc``, ``alloc_floor``, ``alloc_max_factor`` the rollouts per task (``alloc=posterior``: the step's ``B * n``
-rollouts split by the selector's posterior, :mod:`bots_verl.core.allocation`); they are not passed to the selector.
-Every other key is a selector hyperparameter::
+rollouts split by the selector's posterior, :mod:`bots_verl.core.allocation`); ``ref_fraction`` and ``ref_labels``
+the reference columns the selector is given (a labelled share of the pool, chosen ``uniform`` or ``spread``,
+:mod:`bots_verl.sim.embeddings`; 0: none). They are not passed to the selector. Every other key is a selector
+hyperparameter::
 
     bots+alloc=bots:alloc=posterior    # BOTS' selection, rollouts allocated by its posterior (floor 2, cap 4n)
+    ref10=bots_partial_ref:ref_fraction=0.1,ref_labels=spread   # references on 10% of the pool, the rest imputed
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from bots_verl.core.similarity import LABELLING_METHODS
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +40,8 @@ LOOP_KEYS: dict[str, Any] = {
     "alloc": "uniform",
     "alloc_floor": 2,
     "alloc_max_factor": 4.0,
+    "ref_fraction": 1.0,
+    "ref_labels": "uniform",
 }
 ALLOCATIONS = ("uniform", "posterior", "truth")
 _LABEL = re.compile(r"^[A-Za-z0-9_.+\-]+$")
@@ -59,6 +66,10 @@ class MethodSpec:
             combines with DAPO; ``posterior`` needs a Beta selector.
         alloc_floor: rollouts every selected task gets at least under ``alloc=posterior`` (2: one is never mixed).
         alloc_max_factor: the most rollouts one task gets under ``alloc=posterior``, as a multiple of ``n``.
+        ref_fraction: the share of the pool whose reference pass rates the selector gets (NaN elsewhere), in [0, 1];
+            0 gives it no reference columns at all.
+        ref_labels: how the labelled tasks are chosen (``uniform`` or ``spread``,
+            :func:`bots_verl.core.similarity.choose_labelled`).
     """
 
     label: str
@@ -70,6 +81,8 @@ class MethodSpec:
     alloc: str = "uniform"
     alloc_floor: int = 2
     alloc_max_factor: float = 4.0
+    ref_fraction: float = 1.0
+    ref_labels: str = "uniform"
 
     def __post_init__(self) -> None:
         if not _LABEL.match(self.label):
@@ -83,6 +96,10 @@ class MethodSpec:
                 f"alloc_floor must be >= 1 and alloc_max_factor a finite number >= 1, got {self.alloc_floor!r} and "
                 f"{self.alloc_max_factor!r}"
             )
+        if not 0.0 <= self.ref_fraction <= 1.0:
+            raise ValueError(f"ref_fraction must lie in [0, 1], got {self.ref_fraction!r}")
+        if self.ref_labels not in LABELLING_METHODS:
+            raise ValueError(f"ref_labels must be one of {list(LABELLING_METHODS)}, got {self.ref_labels!r}")
         if self.alloc != "uniform" and self.dapo:
             raise ValueError(f"method {self.label!r}: alloc={self.alloc} and dapo=true do not combine")
 
@@ -142,6 +159,10 @@ def _coerce_loop(loop: dict[str, Any]) -> dict[str, Any]:
         out["alloc_floor"] = int(out["alloc_floor"])
     if "alloc_max_factor" in out:
         out["alloc_max_factor"] = float(out["alloc_max_factor"])
+    if "ref_fraction" in out:
+        out["ref_fraction"] = float(out["ref_fraction"])
+    if "ref_labels" in out:
+        out["ref_labels"] = str(out["ref_labels"])
     return out
 
 

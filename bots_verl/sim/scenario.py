@@ -66,6 +66,11 @@ class ScenarioConfig:
             ``variance`` (Dr. GRPO / unnormalised advantages: n * variance).
         eval_samples: 0 = report the expected accuracy over the eval set (noise-free); k > 0 = sample k answers per
             eval task (mean@1 of k draws, with sampling noise like a real benchmark).
+        embedding_dims: dimensions of the pool's task embeddings (:mod:`bots_verl.sim.embeddings`), read only by
+            what uses the task graph (``bots_noref``, partial references).
+        embedding_noise: norm of the embeddings' per-dimension noise against a signal of norm about 1 (the
+            signal-to-noise knob: 1 is a power ratio of 1, 0 noise-free).
+        embedding_style: weight of a prompt "style" shared by unrelated tasks (a distractor, norm 1 per unit).
     """
 
     name: str = "math"
@@ -97,6 +102,9 @@ class ScenarioConfig:
     memorization_forgetting: float = 0.005
     signal: str = "std"
     eval_samples: int = 0
+    embedding_dims: int = 64
+    embedding_noise: float = 1.0
+    embedding_style: float = 0.5
     description: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -114,6 +122,8 @@ class ScenarioConfig:
             raise ValueError("eval_difficulty_scale must be positive")
         if self.capacity <= 0 or self.skill_concentration <= 0 or self.discrimination_mean <= 0:
             raise ValueError("capacity, skill_concentration and discrimination_mean must be positive")
+        if self.embedding_dims < 1 or self.embedding_noise < 0 or self.embedding_style < 0:
+            raise ValueError("embedding_dims must be positive, embedding_noise and embedding_style non-negative")
 
     def replace(self, **changes: Any) -> ScenarioConfig:
         """A copy with some fields changed (validated); string values are parsed to the field's type."""

@@ -28,13 +28,22 @@ def wants_truth(selector: Any) -> bool:
 
 
 def make_selector(
-    name: str, num_tasks: int, *, reference_pass_rates: np.ndarray, seed: int, **hparams: Any
+    name: str,
+    num_tasks: int,
+    *,
+    reference_pass_rates: np.ndarray | None,
+    seed: int,
+    task_embeddings: np.ndarray | None = None,
+    **hparams: Any,
 ) -> Selector:
-    """Build a simulator-only selector or any selector in the core registry.
+    """Build a simulator-only selector or any selector in the core registry (``task_embeddings``: for the selectors
+    that read the task graph; the others ignore them).
 
     Raises:
         ValueError: for an unknown name or hyperparameter (the core's message lists the registered names).
     """
+    if task_embeddings is not None:
+        hparams = {**hparams, "task_embeddings": task_embeddings}
     if name in SIM_SELECTORS:
         return SIM_SELECTORS[name](num_tasks, reference_pass_rates=reference_pass_rates, seed=seed, **hparams)
     return build_selector(name, num_tasks, reference_pass_rates=reference_pass_rates, seed=seed, **hparams)
