@@ -1,4 +1,5 @@
-"""Shared pytest setup: Ray on the loopback address; GPU-marked tests are skipped without a CUDA GPU (CI has none)."""
+"""Shared pytest setup: Ray on the loopback address; one Ray cluster that training runs attach to; GPU-marked tests
+are skipped without a CUDA GPU (CI has none)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,34 @@ from bots_verl.verl_cpu.cluster import use_loopback
 
 # every Ray cluster the tests start (in this process or in the processes they spawn) listens on 127.0.0.1 only
 use_loopback()
+
+
+@pytest.fixture(scope="session")
+def ray_attach():
+    """The environment that attaches a training run to the session's local Ray cluster, once it is idle.
+
+    Starting and stopping a cluster costs every ``python -m bots_verl.main`` run 5-30 s on 2 cores; runs that check
+    neither Ray's own start-up nor a killed cluster attach to one shared cluster instead
+    (:class:`~bots_verl.verl_cpu.cluster.SharedRayCluster`, as the toy benchmark's runs do). It serves one run at a
+    time: each call waits until the previous run's actors are gone. Use: ``env = {**os.environ, **ray_attach()}``.
+    """
+    from bots_verl.verl_cpu.cluster import SharedRayCluster
+    from bots_verl.verl_cpu.launch import MIN_RAY_CPUS
+
+    # Ray's workers inherit the head's environment (a run adds the CPU backend's variables through its runtime_env)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("HF_HUB_OFFLINE", "1")
+        env.setenv("TOKENIZERS_PARALLELISM", "false")
+        cluster = SharedRayCluster(num_cpus=MIN_RAY_CPUS, num_gpus=1).start()
+
+    def attach() -> dict[str, str]:
+        cluster.wait_idle()
+        return cluster.env
+
+    try:
+        yield attach
+    finally:
+        cluster.stop()
 
 
 def _has_cuda() -> bool:

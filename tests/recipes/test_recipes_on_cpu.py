@@ -8,6 +8,10 @@ updates and checkpoints. What is a test double: the model's *text*. A random tin
 per task every rollout right, alternating right and wrong, or every rollout wrong. The posterior must then hold exactly
 the scripted successes and attempts of every selected task (checked by replaying the run in the numpy core, bit for
 bit), and a wrong expectation must fail that check.
+
+The three domains' runs attach to the session's Ray cluster (``ray_attach``: one cluster start saved per run); the
+runs whose reward workers need this process's environment (the SandboxFusion proxy bypass, a missing bubblewrap)
+start a cluster of their own, as a user's run does.
 """
 
 from __future__ import annotations
@@ -76,13 +80,14 @@ def run_recipe(script: str, data_dir: Path, run_root: Path, *overrides: str, **e
     )
 
 
-def _checked_run(domain: str, data_dir: Path, script_path: Path, run_root: Path, *overrides: str) -> dict:
+def _checked_run(domain: str, data_dir: Path, script_path: Path, run_root: Path, *overrides: str, **env: str) -> dict:
     proc = run_recipe(
         f"run_{domain}_qwen2.5_1.5b_bots.sh",
         data_dir,
         run_root,
         f"+actor_rollout_ref.rollout.custom.known_answers={script_path}",
         *overrides,
+        **env,
     )
     assert proc.returncode == 0, proc.stderr[-6000:]
     (run_dir,) = [p for p in run_root.iterdir() if p.name.startswith(f"{domain}_")]
@@ -109,8 +114,10 @@ def _checked_run(domain: str, data_dir: Path, script_path: Path, run_root: Path,
 
 
 @pytest.mark.parametrize("domain", ["math", "code", "logic"])
-def test_the_bots_recipe_trains_on_cpu_and_the_posterior_gets_the_known_answers(domain, data_dir, scripts, tmp_path):
-    _checked_run(domain, data_dir, scripts[domain], tmp_path / "runs")
+def test_the_bots_recipe_trains_on_cpu_and_the_posterior_gets_the_known_answers(
+    domain, data_dir, scripts, tmp_path, ray_attach
+):
+    _checked_run(domain, data_dir, scripts[domain], tmp_path / "runs", **ray_attach())
 
 
 def test_code_scored_on_a_sandbox_fusion_server_inside_verls_reward_workers(data_dir, scripts, tmp_path, monkeypatch):
