@@ -32,10 +32,14 @@ class PosteriorLostError(RuntimeError):
 
 
 def _death_reason(exc: Exception) -> str:
-    """Ray's reason for an actor's death in one line (a lost node says so and names the node), else its type."""
+    """Ray's exception in one line: its type, then the lines that give a reason (a dead node is named), or its first.
+
+    A node that is lost shows first as ``ActorUnavailableError`` ("Socket closed") and, once Ray's GCS has marked the
+    node dead, as ``ActorDiedError`` ("... because its node has died").
+    """
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    reasons = [line for line in lines if "because" in line or "node" in line.lower()]
-    return " ".join(reasons)[:400] if reasons else type(exc).__name__
+    reasons = [line for line in lines if "because" in line or "node" in line.lower()] or lines[:1]
+    return f"{type(exc).__name__}: {' '.join(reasons)}"[:400]
 
 
 class SelectorClient:
@@ -59,8 +63,9 @@ class SelectorClient:
             return ray.get(getattr(self.actor, method).remote(*args))
         except ray.exceptions.RayActorError as exc:
             raise PosteriorLostError(
-                f"the BOTS posterior actor died ({_death_reason(exc)}); its state is lost for this process. Resume "
-                "from the last checkpoint (trainer.resume_mode=auto) to restore it from data.pt"
+                "the BOTS posterior actor died or became unreachable (its process or its node is gone; Ray: "
+                f"{_death_reason(exc)}); its state is lost for this process. Resume from the last checkpoint "
+                "(trainer.resume_mode=auto) to restore it from data.pt"
             ) from exc
 
     def _check_incarnation(self, token: str) -> None:
