@@ -71,7 +71,7 @@ test: install-test lint typecheck system-deps
 # BOTS on Ray clusters started with `ray start` on this machine (tests marked `cluster`, left out of `make test` and
 # CI): a head plus a second node, the posterior on the node bots.actor.node_resource names, a node killed and the run
 # resumed bit for bit; runs that share a cluster refused, a SIGKILLed driver leaving nothing behind. Measured on the
-# 2-core box beside other test runs (load 10-19): about 20 min (test_shared_cluster.py 11 min, two-node about 9).
+# 2-core box beside other test runs (load 10-19): about 26 min (test_shared_cluster.py 11, test_two_node_cluster.py 15).
 test-cluster: install-test
 	$(PY) -m pytest -q tests -m cluster
 
