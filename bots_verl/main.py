@@ -33,6 +33,7 @@ from bots_verl.config.verl_checks import (
     local_path_exists,
     train_files,
 )
+from bots_verl.core import SELECTORS
 from bots_verl.core.defaults import ROLLOUTS_PER_TASK
 from bots_verl.integration.evidence.task_index import GURU_DOMAINS, check_parquet_columns, check_parquet_domain
 from bots_verl.integration.safety.fingerprint import run_fingerprint
@@ -134,7 +135,59 @@ def check_config(config: DictConfig) -> BOTSConfig:
             check_parquet_columns(file, [bots.task_id_path[0], *bots.reference_columns])
             if bots.run_log.domain in GURU_DOMAINS:
                 check_parquet_domain(file, bots.run_log.domain)
+    check_pool_inputs(train_files(config), bots)
     return bots
+
+
+def check_pool_inputs(files: Sequence[str], bots: BOTSConfig) -> dict[str, int] | None:
+    """The reference values and the task embeddings against the pool in the train files, before Ray (issue 36).
+
+    Refused here, never a silent fall back to the flat prior: a reference column that is NaN on every task, an
+    embedding file whose task ids do not match the train files (missing, extra, repeated), whose rows differ in
+    length or hold non-finite values, and a similarity graph that would not fit in memory. Files that are not local
+    are left to the trainer, which checks the pool verl built.
+
+    Returns:
+        ``{"tasks": N, "labelled": L}`` (tasks with every reference column finite) when reference columns are set and
+        the files are local, else None.
+
+    Raises:
+        ValueError: naming the file and the problem.
+    """
+    from bots_verl.integration.evidence.embeddings import (
+        check_graph_fits,
+        check_reference_values,
+        load_task_embeddings,
+        pool_task_ids,
+    )
+    from bots_verl.integration.evidence.task_index import TaskIndex, read_reference_columns
+
+    if not (bots.reference_columns or bots.task_embeddings):
+        return None
+    files = list(files)
+    if not files or not all(f.endswith(".parquet") and local_path_exists(f) for f in files):
+        logger.info("the train files are not all local parquet files: the trainer checks the pool's inputs")
+        return None
+    ids = pool_task_ids(files, bots.task_id_path)
+    coverage = None
+    if bots.reference_columns:
+        index = TaskIndex(ids, bots.task_id_field)
+        reference = read_reference_columns(files, bots.reference_columns, bots.task_id_path, index)
+        coverage = {"tasks": len(ids), "labelled": check_reference_values(reference, bots.reference_columns, files)}
+        if coverage["labelled"] < len(ids):
+            logger.info(
+                "reference columns labelled on %d of %d tasks (%.1f%%); the other %d get no reference generations",
+                coverage["labelled"],
+                len(ids),
+                100.0 * coverage["labelled"] / len(ids),
+                len(ids) - coverage["labelled"],
+            )
+    if bots.task_embeddings:
+        emb = load_task_embeddings(bots.task_embeddings, ids)
+        # graph_k as the selector reads it: the run's value, else the core's default
+        base = getattr(SELECTORS.lookup(bots.selector), "_BASE_DEFAULTS", {})
+        check_graph_fits(len(ids), emb.vectors.shape[1], int(bots.hparams.get("graph_k", base.get("graph_k", 16))))
+    return coverage
 
 
 def _absolute_run_log_dir(config: DictConfig) -> None:
@@ -202,6 +255,9 @@ def _prepare_run_log(config: DictConfig, bots: BOTSConfig) -> None:
                 bots.selector, bots.hparams, len(bots.reference_columns), bots.selector_seed
             ),
             "reference_columns": list(bots.reference_columns),
+            # issue 36: tasks with reference values (a labelled subset costs labelled x n x models generations)
+            "reference_coverage": check_pool_inputs(train_files(config), bots),
+            "task_embeddings": bots.task_embeddings or None,
             "train_batch_size": config.data.train_batch_size,
             "rollout_n": config.actor_rollout_ref.rollout.n,
             "experiment_name": config.trainer.experiment_name,

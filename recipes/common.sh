@@ -57,6 +57,10 @@ REFERENCE_COLUMNS=${REFERENCE_COLUMNS:-'[qwen2.5_7b_pass_rate,qwen3_30b_pass_rat
 LAMBDA=${LAMBDA:-0.1}                             # [paper] forgetting toward the prior (old counts x (1 - lambda))
 RHO=${RHO:-0.1}                                   # [paper] implicit-evidence weight
 SELECTION=${SELECTION:-thompson}                  # [paper] Thompson sampling; greedy = posterior mean
+# issue 36 (ours): the train file and the pool's embedding file (python -m reference_eval embed) of the reference-light
+# methods (bots_ref<pct>, bots_noref); the other methods train on $DATA_DIR/$DOMAIN/train.parquet without embeddings
+TRAIN_FILE=${TRAIN_FILE:-}
+TASK_EMBEDDINGS=${TASK_EMBEDDINGS:-}
 
 # ---- CPU mode (CPU=1): the same method, data files, reward settings, reference columns and algorithm settings; only
 # what a CPU cannot carry changes: the model (a randomly initialised tiny Llama with a byte-level tokenizer that reads
@@ -122,8 +126,16 @@ bots_method_args() {
             #            samples softmax(-|p - 0.5| / tau) with tau = 1e-3 [dots], which is greedy up to near-ties.
             METHOD_ARGS=(bots.selector=bots +bots.hparams.lam=1.0 +bots.hparams.rho=1.0 "+bots.hparams.target=$TARGET"
                 +bots.hparams.selection=greedy +bots.hparams.evidence=interpolation) ;;
+        bots_ref*)
+            # ours (issue 36): paper BOTS with reference columns on a labelled subset (NaN elsewhere), the NaN rows
+            # imputed from their labelled neighbours in the task graph of $TASK_EMBEDDINGS (core preset bots_partial_ref)
+            METHOD_ARGS=(bots.selector=bots_partial_ref "bots.task_embeddings=$TASK_EMBEDDINGS") ;;
+        bots_noref)
+            # ours (issue 36): no reference columns; each step's explicit evidence spreads to similar tasks of the task
+            # graph of $TASK_EMBEDDINGS (core preset bots_noref)
+            METHOD_ARGS=(bots.selector=bots_noref "bots.task_embeddings=$TASK_EMBEDDINGS") ;;
         *)
-            echo "unknown METHOD '$1' (random|offline_easy2hard|bots_mopps|bots_dots|bots|bots_rho<x>|bots_lambda<x>|bots_greedy)" >&2
+            echo "unknown METHOD '$1' (random|offline_easy2hard|bots_mopps|bots_dots|bots|bots_rho<x>|bots_lambda<x>|bots_greedy|bots_ref<pct>|bots_noref)" >&2
             return 1 ;;
     esac
 }
@@ -166,7 +178,7 @@ bots_launch() {
 
     local args=(
         # data: selection happens in the BOTS sampler, so verl's own shuffling is irrelevant
-        "data.train_files=$DATA_DIR/$DOMAIN/train.parquet"
+        "data.train_files=${TRAIN_FILE:-$DATA_DIR/$DOMAIN/train.parquet}"
         "data.val_files=$val_files"
         data.prompt_key=prompt
         "data.train_batch_size=$TRAIN_BATCH_SIZE"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every recipe script (30 main-table scripts, 6 ablations with their sweeps) trains for real in its CPU mode (CPU=1):
+# Every recipe script (30 main-table scripts, 8 ablations with their sweeps) trains for real in its CPU mode (CPU=1):
 # STEPS GRPO steps each in verl's trainer, on the GURU-shaped fixture data, with known-answer rollouts. Prints a
 # table of each script's wall-clock time and status and writes it to $WORK/cpu_recipes.md; exits 1 if any failed.
 #
@@ -28,6 +28,15 @@ for domain in math code logic; do
     "$PYTHON" -m bots_verl.verl_cpu.known_answers "$DATA_DIR/$domain/train.parquet" \
         --out "$WORK/known_answers_$domain.json" >/dev/null || exit 1
 done
+
+# issue 36's ablations (bots_ref10, bots_noref) read the math pool's embeddings and a 10% labelled copy of its columns
+if [[ ! -f $DATA_DIR/math/train.ref10.parquet ]]; then
+    "$PYTHON" -m reference_eval embed --method text --data "$DATA_DIR/math/train.parquet" \
+        --out "$DATA_DIR/math/embeddings.parquet" --force >/dev/null || exit 1
+    "$PYTHON" -m reference_eval label --data "$DATA_DIR/math/train.parquet" --label-fraction 0.1 --label-by spread \
+        --embeddings "$DATA_DIR/math/embeddings.parquet" --mask-columns qwen2.5_7b_pass_rate qwen3_30b_pass_rate \
+        --suffix _ref10 --out-data "$DATA_DIR/math/train.ref10.parquet" >/dev/null || exit 1
+fi
 
 rm -rf "$WORK/runs"   # every run starts fresh (a run directory holding logged steps would be resumed or refused)
 table=$WORK/cpu_recipes.md

@@ -57,6 +57,7 @@ ACCEPTABLE: dict[str, str] = {
     "pool": "the same task ids in the same order with other prompts (regenerated data)",
     "reference_columns": "other reference column names or values",
     "hparams": "other selector hyperparameters (they apply from the resumed step on)",
+    "task_embeddings": "another bots.task_embeddings file (another similarity graph from the resumed step on)",
     "missing_fingerprint": "a checkpoint written before fingerprints, whose meaning cannot be checked",
 }
 
@@ -189,6 +190,8 @@ class BOTSConfig(BaseConfig):
         seed: seed of the selector's generator; None until :func:`read_bots_config` fills in ``data.seed``.
         reference_columns: reference pass-rate columns of the train parquet, weak -> strong.
         task_id_field: ``extra_info.<key>`` or a top-level column holding a stable unique task id.
+        task_embeddings: an embedding file of the pool (``python -m reference_eval embed``) for the task-similarity
+            graph; "" (or null): none.
         success: :class:`SuccessConfig`.
         actor: :class:`ActorConfig`.
         run_log: :class:`RunLogConfig`.
@@ -203,6 +206,7 @@ class BOTSConfig(BaseConfig):
     seed: int | None = None
     reference_columns: list[str] = field(default_factory=list)
     task_id_field: str = "extra_info.index"
+    task_embeddings: str | None = ""
     success: SuccessConfig = field(default_factory=SuccessConfig)
     actor: ActorConfig = field(default_factory=ActorConfig)
     run_log: RunLogConfig = field(default_factory=RunLogConfig)
@@ -299,9 +303,11 @@ def check_bots_config(config: DictConfig, bots: BOTSConfig) -> BOTSConfig:
     """
     refs = len(bots.reference_columns)
     try:
-        built = _dummy_selector(bots.selector, bots.hparams, refs, bots.selector_seed)
+        built = _dummy_selector(bots.selector, bots.hparams, refs, bots.selector_seed, bool(bots.task_embeddings))
     except (TypeError, ValueError) as exc:
         hint = " (set bots.reference_columns)" if not refs and "reference" in str(exc) else ""
+        if not bots.task_embeddings and "embedding" in str(exc):
+            hint = " (set bots.task_embeddings to the pool's embedding file: python -m reference_eval embed)"
         raise ValueError(f"bots.selector={bots.selector!r} with bots.hparams={bots.hparams}: {exc}{hint}") from exc
     method = resolve_method_label(bots.run_log.method, bots.selector, bots.hparams, refs, bots.selector_seed)
     allocation = bots.rollout_allocation
@@ -323,10 +329,23 @@ def check_bots_config(config: DictConfig, bots: BOTSConfig) -> BOTSConfig:
     return dataclasses.replace(bots, run_log=dataclasses.replace(bots.run_log, method=method))
 
 
-def _dummy_selector(selector: str, hparams: Mapping[str, Any], num_references: int, seed: int) -> Any:
-    """``selector`` built on a 2-task pool with neutral reference columns: checks everything but the dataset."""
-    dummy_ref = np.full((2, num_references), 0.5) if num_references else None
-    return build_selector(selector, 2, reference_pass_rates=dummy_ref, seed=seed, **hparams)
+def _dummy_selector(
+    selector: str, hparams: Mapping[str, Any], num_references: int, seed: int, embeddings: bool = True
+) -> Any:
+    """``selector`` built on a small pool with neutral reference columns: checks everything but the dataset.
+
+    With ``embeddings`` the pool has task embeddings too (``bots.task_embeddings``; one more task than ``graph_k``
+    neighbours), so that the hyperparameters of a selector that needs them can be listed; :func:`check_bots_config`
+    builds with the run's own setting.
+    """
+    size = 2
+    extra: dict[str, Any] = {}
+    if embeddings:
+        k = hparams.get("graph_k", 16)
+        size = max(size, k + 1) if isinstance(k, int) and not isinstance(k, bool) and 0 < k < 4096 else 17
+        extra["task_embeddings"] = np.eye(size, dtype=np.float32) + 0.5
+    dummy_ref = np.full((size, num_references), 0.5) if num_references else None
+    return build_selector(selector, size, reference_pass_rates=dummy_ref, seed=seed, **extra, **hparams)
 
 
 def effective_hparams(selector: str, hparams: Mapping[str, Any], num_references: int, seed: int = 0) -> dict[str, Any]:

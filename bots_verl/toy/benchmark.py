@@ -75,7 +75,17 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     # the ceiling (issue 38, item 1): every step the B tasks nearest p* = 0.5 of the true pass rates, computed exactly
     # on the rollout server's weights (those that generate the step's rollouts; bots_verl/toy/oracle.py)
     "oracle": ("pass_rate_oracle", _ORACLE),
+    # issue 36: paper BOTS with reference columns on 10% / 5% of the pool (labelled by toy.similarity.LABEL_BY), the
+    # NaN rows imputed from their labelled neighbours in the policy's step-0 embedding space (bots_partial_ref)
+    "bots_ref10": ("bots_partial_ref", ()),
+    "bots_ref5": ("bots_partial_ref", ()),
+    # issue 36: no reference columns; each step's explicit evidence spreads to similar tasks
+    "bots_noref": ("bots_noref", ()),
 }
+
+#: issue 36's arms -> the labelled subset (bots_verl.toy.similarity.LABELLED_SUBSETS) whose reference columns they read
+#: (None: none); they train on the build's task embeddings and, with a subset, on its train_labelled.parquet
+LABELLED_ARMS: dict[str, str | None] = {"bots_ref10": "ref10", "bots_ref5": "ref5", "bots_noref": None}
 
 
 @dataclass(frozen=True)
@@ -186,10 +196,18 @@ def training_overrides(
     models = art["policy_models"]
     model = models[str(seed % len(models))]
     rows = profile.prompts * profile.n
-    refs = ",".join(art["reference_columns"])
+    train_files, references, similarity = art["train_files"], art["reference_columns"], []
+    if arm in LABELLED_ARMS:
+        if "task_embeddings" not in art:
+            raise ValueError(f"arm {arm!r} needs the build's task embeddings: rerun bots_verl.toy.prepare on it")
+        subset = LABELLED_ARMS[arm]
+        references = [] if subset is None else art["labelled_columns"][subset]
+        train_files = train_files if subset is None else art["labelled_train_files"]
+        similarity = [f"bots.task_embeddings={Path(art['task_embeddings']).resolve()}"]
+    refs = ",".join(references)
     return [
         "trainer.device=cpu",
-        f"data.train_files={Path(art['train_files']).resolve()}",
+        f"data.train_files={Path(train_files).resolve()}",
         f"data.val_files={Path(art['val_files']).resolve()}",
         f"data.train_batch_size={profile.prompts}",
         # "<s>" + up to "9999*9999" + "=": 11 tokens
@@ -230,6 +248,7 @@ def training_overrides(
         f"bots.selector={selector}",
         f"bots.reference_columns=[{refs}]",
         f"bots.task_id_field={art['task_id_field']}",
+        *similarity,
         "bots.success.rule=acc",
         f"bots.seed={seed}",
         f"bots.run_log.dir={run_dir / 'run'}",

@@ -48,6 +48,7 @@ import numpy as np
 
 from bots_verl.fileio import markdown_table, write_json_atomic, write_table_atomic
 from bots_verl.toy.model import ModelSpec
+from bots_verl.toy.similarity import build_similarity_inputs, manifest_artifacts
 from bots_verl.toy.tasks import ALL_CELLS, Cell
 from bots_verl.toy.warmup import WarmupSpec
 
@@ -441,6 +442,19 @@ def _stage_references(out: Path, profile: Profile, seed: int, jobs: int, stage: 
     return reports
 
 
+def _stage_similarity(out: Path, profile: Profile, seed: int, stage: _Stage) -> dict[str, Any]:
+    """Issue 36's inputs: the policy's task embeddings and the labelled-subset reference columns
+    (:mod:`bots_verl.toy.similarity`)."""
+    if (out / "similarity.json").is_file():
+        stage.skipped = True
+    try:
+        meta = build_similarity_inputs(out, REFERENCE_COLUMNS, seed, profile.reference_n)
+    except ValueError as err:
+        raise PrepareError(str(err)) from err
+    keep = ("labelled", "tasks", "saved_generations")
+    return {subset: {k: plan[k] for k in keep} for subset, plan in meta["labelled"].items()}
+
+
 def _exact(model_dir: Path, problems: list) -> tuple[np.ndarray, np.ndarray]:
     import torch
 
@@ -610,6 +624,7 @@ def prepare(
     manifest["data"] = run("data", lambda s: _stage_data(out, prof, seed, s))
     manifest["warmups"] = run("warmups", lambda s: _stage_warmups(out, specs, jobs, s))
     manifest["references"] = run("references", lambda s: _stage_references(out, prof, seed, jobs, s))
+    manifest["similarity"] = run("similarity", lambda s: _stage_similarity(out, prof, seed, s))
     if calibrate:
         summary = run("calibration", lambda s: _stage_calibration(out, policy_names, s))
         manifest["calibration"] = {"pool": summary["pool"], "heldout": summary["heldout"]}
@@ -620,6 +635,7 @@ def prepare(
         "reference_columns": list(REFERENCE_COLUMNS),
         "task_id_field": "task_id",
         "max_response_length": prof.max_tokens,
+        **manifest_artifacts(out, REFERENCE_COLUMNS),
     }
     _write_json(manifest_path, manifest)
     return manifest

@@ -1,4 +1,4 @@
-"""The task embedding file format and its alignment to the pool: every mismatch refused with a clear error (issue 36)."""
+"""The task embedding file format and its alignment to the pool: each mismatch refused with a clear error (issue 36)."""
 
 from __future__ import annotations
 

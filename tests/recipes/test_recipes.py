@@ -32,6 +32,8 @@ DEPRECATED = {
     "ablations/run_math_qwen2.5_1.5b_implicit_only.sh": "bots_rho1.0",
     "ablations/run_math_qwen2.5_1.5b_offline_easy2hard.sh": "offline_easy2hard",
 }
+# issue 36's ablations: their reference columns (a 10% labelled copy, none)
+REFERENCE_COLUMNS = {"bots_ref10": "[qwen2.5_7b_pass_rate_ref10,qwen3_30b_pass_rate_ref10]", "bots_noref": "[]"}
 # The baselines' defining settings as the paper's notes give them (recipes/common.sh cites each).
 BASELINE_HPARAMS = {
     "bots": {"lam": "0.1", "rho": "0.1", "target": "0.5", "selection": "thompson", "evidence": "interpolation"},
@@ -44,7 +46,28 @@ BASELINE_HPARAMS = {
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("recipes")
     prepare(build_guru_dir(root / "guru"), root / "data")
+    prepare_similarity_inputs(root / "data")
     return root / "data"
+
+
+def prepare_similarity_inputs(data: Path) -> None:
+    """The inputs of issue 36's ablations, made by the commands their headers give (text embeddings on CPU)."""
+    from reference_eval.cli import main as reference_eval
+
+    math = data / "math"
+    assert (
+        reference_eval(["embed", "--data", str(math / "train.parquet"), "--out", str(math / "embeddings.parquet")]) == 0
+    )
+    args = ["label", "--data", str(math / "train.parquet"), "--label-fraction", "0.1", "--label-by", "spread"]
+    args += ["--embeddings", str(math / "embeddings.parquet"), "--suffix", "_ref10"]
+    args += [
+        "--mask-columns",
+        "qwen2.5_7b_pass_rate",
+        "qwen3_30b_pass_rate",
+        "--out-data",
+        str(math / "train.ref10.parquet"),
+    ]
+    assert reference_eval(args) == 0
 
 
 def _method(name: str) -> str:
@@ -63,6 +86,8 @@ def test_one_script_per_main_table_cell() -> None:
         "mopps",
         "implicit_only",
         "offline_easy2hard",
+        "bots_ref10",
+        "bots_noref",
     }
     for script in [*MAIN, *ABLATIONS]:
         assert os.access(script, os.X_OK), f"{script} is not executable"
@@ -78,8 +103,8 @@ def test_every_recipe_dry_run_validates(tmp_path: Path, data_dir: Path) -> None:
         by_script[name] = runs
         if name not in DEPRECATED:
             recorded.update(runs)
-    # 30 cells; rho and lambda sweeps without their 0.1 point (the main BOTS run); the greedy run
-    assert len(recorded) == 30 + 5 + 5 + 1
+    # 30 cells; rho and lambda sweeps without their 0.1 point (the main BOTS run); the greedy run; issue 36's two
+    assert len(recorded) == 30 + 5 + 5 + 1 + 2
     cells = {(n.split("_")[0], n.split("_")[1], _method(n)) for n in recorded if _method(n) in PAPER_LABELS}
     assert len(cells) == 30
 
@@ -99,7 +124,12 @@ def test_every_recipe_dry_run_validates(tmp_path: Path, data_dir: Path) -> None:
         assert value(argv, "data.train_batch_size") == "32" and value(argv, "actor_rollout_ref.rollout.n") == "16"
         assert value(argv, "actor_rollout_ref.actor.optim.lr") == "1e-6"
         assert value(argv, "data.max_response_length") == "8192"
-        assert value(argv, "bots.reference_columns") == "[qwen2.5_7b_pass_rate,qwen3_30b_pass_rate]"
+        method = _method(name)
+        assert value(argv, "bots.reference_columns") == REFERENCE_COLUMNS.get(
+            method, "[qwen2.5_7b_pass_rate,qwen3_30b_pass_rate]"
+        )
+        if method in REFERENCE_COLUMNS:
+            assert value(argv, "bots.task_embeddings").endswith("/math/embeddings.parquet")
         assert value(argv, "trainer.logger") == '["console","file"]'
         assert value(argv, "bots.run_log.dir").endswith(name)
         assert value(argv, "bots.run_log.method") == _method(name)

@@ -46,6 +46,12 @@ from verl.utils import tensordict_utils as tu
 
 from bots_verl.config.bots_config import BOTSConfig, effective_hparams, read_bots_config
 from bots_verl.config.verl_checks import check_data_subset, check_verl_compat, dapo_enabled
+from bots_verl.integration.evidence.embeddings import (
+    TaskEmbeddings,
+    check_reference_values,
+    load_task_embeddings,
+    pool_task_ids,
+)
 from bots_verl.integration.evidence.outcomes import Outcome, SuccessRule, aggregate_outcomes, read_outcomes
 from bots_verl.integration.evidence.task_index import (
     TaskIndex,
@@ -116,11 +122,18 @@ class BOTSTrainer(PPOTrainerSync):
         reference = None
         if self.bots.reference_columns:
             # verl's dataset read local copies of data.train_files (copy_to_local); read the same files
-            reference = read_reference_columns(
-                dataset_data_files(self.train_dataset), self.bots.reference_columns, path, self.bots_task_index
-            )
+            files = dataset_data_files(self.train_dataset)
+            reference = read_reference_columns(files, self.bots.reference_columns, path, self.bots_task_index)
+            labelled = check_reference_values(reference, self.bots.reference_columns, str(files))
+            if labelled < len(self.bots_task_index):
+                logger.info(
+                    "BOTS: reference columns on %d of %d tasks; the rest are NaN (bots.hparams.reference_nan)",
+                    labelled,
+                    len(self.bots_task_index),
+                )
+        embeddings = self._bots_read_embeddings()
         num_tasks = len(self.bots_task_index)
-        fingerprint = self._bots_fingerprint(reference)
+        fingerprint = self._bots_fingerprint(reference, embeddings)
         if self._bots_resume is not None:
             # verl built the dataset (the pool as the run sees it) and no worker has started: refuse a checkpoint
             # whose posterior means something else before the actor is loaded with it
@@ -134,6 +147,7 @@ class BOTSTrainer(PPOTrainerSync):
             reference_pass_rates=reference,
             seed=self.bots.selector_seed,
             hparams=self.bots.hparams,
+            task_embeddings=None if embeddings is None else embeddings.vectors,
         )
         self.bots_sampler = BOTSSampler(
             SelectorClient(service),
@@ -145,19 +159,33 @@ class BOTSTrainer(PPOTrainerSync):
         self.train_dataloader = _with_sampler(self.train_dataloader, self.bots_sampler)
         self.train_dataloader_it = None
         logger.info(
-            "BOTS: selector=%s over %d tasks (reference columns %s)",
+            "BOTS: selector=%s over %d tasks (reference columns %s, task embeddings %s)",
             self.bots.selector,
             num_tasks,
             list(self.bots.reference_columns),
+            self.bots.task_embeddings or "none",
         )
 
-    def _bots_fingerprint(self, reference: Any) -> dict[str, Any]:
-        """This run's fingerprint: the pool verl built, the reference values read for it, the selector's hparams."""
+    def _bots_read_embeddings(self) -> TaskEmbeddings | None:
+        """``bots.task_embeddings`` aligned to the pool verl built (rows of tasks verl dropped are left out)."""
+        if not self.bots.task_embeddings:
+            return None
+        files = dataset_data_files(self.train_dataset)
+        return load_task_embeddings(
+            self.bots.task_embeddings,
+            self.bots_task_index.task_ids,
+            pool_task_ids(files, self.bots.task_id_path),
+        )
+
+    def _bots_fingerprint(self, reference: Any, embeddings: TaskEmbeddings | None = None) -> dict[str, Any]:
+        """This run's fingerprint: the pool verl built, the reference values and task embeddings read for it, the
+        selector's hparams."""
         return run_fingerprint(
             task_ids=self.bots_task_index.task_ids,
             prompts_sha256=dataset_prompts_digest(self.train_dataset, self.config.data.get("prompt_key", "prompt")),
             reference_columns=self.bots.reference_columns,
             reference=reference,
+            task_embeddings_sha256=None if embeddings is None else embeddings.sha256,
             selector=self.bots.selector,
             hparams=effective_hparams(
                 self.bots.selector, self.bots.hparams, len(self.bots.reference_columns), self.bots.selector_seed

@@ -8,7 +8,9 @@ silently. :func:`run_fingerprint` records:
 - ``pool``: the number of tasks, a sha256 of the task ids in position order and a sha256 of the prompts (the
   dataset's ``data.prompt_key`` column, row by row);
 - ``reference_columns``: their names (weak -> strong) and a sha256 of the ``(N, K)`` values aligned to positions;
-- ``selector``: the selector name and every hyperparameter it runs with (defaults included).
+- ``selector``: the selector name and every hyperparameter it runs with (defaults included);
+- ``task_embeddings`` (only with ``bots.task_embeddings``): a sha256 of the ``(N, d)`` embeddings aligned to positions,
+  so a resume with another embedding file (another similarity graph) is refused unless accepted.
 
 The sampler stores it in ``data.pt`` (:class:`~bots_verl.integration.transport.sampler.BOTSSampler`). On resume
 :func:`check_fingerprint` compares the checkpoint's with this run's before any worker starts and refuses a change
@@ -117,6 +119,7 @@ def run_fingerprint(
     reference: np.ndarray | None,
     selector: str,
     hparams: Mapping[str, Any],
+    task_embeddings_sha256: str | None = None,
 ) -> dict[str, Any]:
     """The fingerprint of a run: plain Python (torch-saveable under ``weights_only=True``).
 
@@ -127,6 +130,9 @@ def run_fingerprint(
         reference: their ``(N, K)`` values aligned to positions, or ``None`` (not read, or no columns).
         selector: the selector name.
         hparams: every hyperparameter the selector runs with (:func:`bots_verl.config.bots_config.effective_hparams`).
+        task_embeddings_sha256: :func:`~bots_verl.integration.evidence.embeddings.embeddings_sha256` of the task
+            embeddings aligned to positions, or ``None`` (none set: the part is left out, so runs without embeddings
+            keep their fingerprint).
     """
     out: dict[str, Any] = {
         "version": FINGERPRINT_VERSION,
@@ -138,6 +144,8 @@ def run_fingerprint(
         digest = hashlib.sha256(str(values.shape).encode())
         digest.update(values.tobytes())
         out["reference_columns"]["values_sha256"] = digest.hexdigest()
+    if task_embeddings_sha256 is not None:
+        out["task_embeddings"] = {"sha256": task_embeddings_sha256}
     if task_ids is not None:
         ids_sha256 = _sha256_lines(task_ids)
         out["pool"] = {"size": len(task_ids), "task_ids_sha256": ids_sha256, "prompts_sha256": prompts_sha256}
@@ -173,6 +181,7 @@ def _malformed(saved: Any) -> str | None:
         ("selector", saved.get("selector"), (Mapping,), True),
         ("reference_columns", saved.get("reference_columns"), (Mapping,), True),
         ("pool", saved.get("pool"), (Mapping,), False),
+        ("task_embeddings", saved.get("task_embeddings"), (Mapping,), False),
     ]
     for name, value, types, required in expected:
         if value is None and not required and name not in saved:
@@ -266,6 +275,17 @@ def fingerprint_changes(saved: Mapping[str, Any] | None, current: Mapping[str, A
             )
         )
     if "pool" in current:
+        # the embeddings are read with the pool (the trainer); the driver's fingerprint has neither
+        was_emb = (saved.get("task_embeddings") or {}).get("sha256")
+        now_emb = (current.get("task_embeddings") or {}).get("sha256")
+        if was_emb != now_emb:
+            changes.append(
+                Change(
+                    "task_embeddings",
+                    f"task embeddings (sha256 {_short(was_emb)} -> {_short(now_emb)})",
+                    "task_embeddings",
+                )
+            )
         was_pool, now_pool = saved.get("pool", {}), current["pool"]
         if (was_pool.get("size"), was_pool.get("task_ids_sha256")) != (now_pool["size"], now_pool["task_ids_sha256"]):
             changes.append(

@@ -69,6 +69,8 @@ class SelectorService:
         reference_pass_rates: ``(num_tasks, K)`` reference pass rates or None.
         seed: selector seed.
         hparams: selector hyperparameters.
+        task_embeddings: ``(num_tasks, d)`` task embeddings aligned to the pool (``bots.task_embeddings``) or None;
+            given only when set, so selectors that never read them are built exactly as before.
     """
 
     def __init__(
@@ -78,9 +80,11 @@ class SelectorService:
         reference_pass_rates: np.ndarray | None = None,
         seed: int = 0,
         hparams: dict[str, Any] | None = None,
+        task_embeddings: np.ndarray | None = None,
     ) -> None:
+        extra: dict[str, Any] = {} if task_embeddings is None else {"task_embeddings": task_embeddings}
         self.selector = build_selector(
-            selector, num_tasks, reference_pass_rates=reference_pass_rates, seed=seed, **(hparams or {})
+            selector, num_tasks, reference_pass_rates=reference_pass_rates, seed=seed, **extra, **(hparams or {})
         )
         self.incarnation = uuid.uuid4().hex
 
@@ -169,6 +173,7 @@ def create_selector_service(
     reference_pass_rates: np.ndarray | None = None,
     seed: int = 0,
     hparams: dict[str, Any] | None = None,
+    task_embeddings: np.ndarray | None = None,
 ) -> SelectorActor:
     """Create the run's named selector service, a Ray actor (``num_cpus=0``, ``max_restarts=0``).
 
@@ -177,7 +182,7 @@ def create_selector_service(
         namespace: Ray namespace (``bots.actor.namespace``).
         placement: Ray options that choose its node (:func:`~bots_verl.integration.transport.placement.
             posterior_placement`); None: Ray's default.
-        selector, num_tasks, reference_pass_rates, seed, hparams: see :class:`SelectorService`.
+        selector, num_tasks, reference_pass_rates, seed, hparams, task_embeddings: see :class:`SelectorService`.
 
     Returns:
         The actor handle.
@@ -196,7 +201,7 @@ def create_selector_service(
         raise ValueError(f"a posterior actor named {namespace}/{name} already exists; set bots.actor.name")
     actor_cls = ray.remote(num_cpus=0, max_restarts=0)(SelectorService)
     handle = actor_cls.options(name=name, namespace=namespace, **(placement or {})).remote(
-        selector, num_tasks, reference_pass_rates, seed, hparams
+        selector, num_tasks, reference_pass_rates, seed, hparams, task_embeddings
     )
     # surface constructor errors (bad hparams, reference shape) here, not at the first batch
     try:

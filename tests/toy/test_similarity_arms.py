@@ -1,0 +1,93 @@
+"""The toy benchmark's issue-36 arms (``bots_ref10``, ``bots_ref5``, ``bots_noref``): the ``ci`` build's task
+embeddings and labelled-subset columns, then one real 2-step GRPO run per arm through ``python -m bots_verl.main``
+with the benchmark's own overrides (verl's real trainer on CPU). The checkpoint shows the selector received the
+embeddings: the run fingerprint's sha256 is the embedding file's, aligned to the pool, and the selector state
+carries its task graph."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from bots_verl.integration.evidence.embeddings import load_task_embeddings
+from bots_verl.integration.transport.sampler_state import checkpoint_sampler_state
+from bots_verl.toy.benchmark import LABELLED_ARMS, PROFILES, arm_settings, training_overrides
+from bots_verl.toy.similarity import LABELLED_SUBSETS, labelled_column
+
+pytestmark = pytest.mark.slow
+
+PROFILE = PROFILES["ci"]
+ARMS = ("bots_ref10", "bots_ref5", "bots_noref")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    from bots_verl.toy.prepare import prepare
+
+    out = tmp_path_factory.mktemp("similarity") / "data"
+    prepare(out, seed=0, profile="ci", jobs=1, calibrate=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def manifest(data: Path) -> dict:
+    return json.loads((data / "manifest.json").read_text())
+
+
+def test_the_build_holds_embeddings_and_labelled_columns(data: Path, manifest: dict) -> None:
+    art = manifest["artifacts"]
+    train = pq.read_table(art["train_files"])
+    ids = train.column("task_id").to_pylist()
+    emb = load_task_embeddings(art["task_embeddings"], ids)
+    assert emb.meta["method"] == "policy" and emb.vectors.shape[0] == len(ids)
+    labelled = pq.read_table(art["labelled_train_files"])
+    assert labelled.column("task_id").to_pylist() == ids
+    for subset, fraction in LABELLED_SUBSETS.items():
+        for column in art["reference_columns"]:
+            full = train.column(column).to_numpy(zero_copy_only=False)
+            part = labelled.column(labelled_column(column, subset)).to_numpy(zero_copy_only=False)
+            known = np.isfinite(part)
+            assert known.sum() == max(1, round(fraction * len(ids)))
+            np.testing.assert_array_equal(part[known], full[known])  # the build's own values on the labelled tasks
+        assert manifest["similarity"][subset]["saved_generations"] > 0
+
+
+def test_the_arms_are_one_switch_each(manifest: dict, tmp_path: Path) -> None:
+    assert arm_settings("bots_ref10") == ("bots_partial_ref", ())
+    assert arm_settings("bots_noref") == ("bots_noref", ())
+    for arm in ARMS:
+        argv = training_overrides(manifest, PROFILE, arm, 0, tmp_path)
+        refs = next(a for a in argv if a.startswith("bots.reference_columns="))
+        subset = LABELLED_ARMS[arm]
+        refs_full = manifest["artifacts"]["reference_columns"]
+        columns = [] if subset is None else [labelled_column(c, subset) for c in refs_full]
+        assert refs == f"bots.reference_columns=[{','.join(columns)}]"
+        assert any(a.startswith("bots.task_embeddings=") for a in argv)
+    # the paper arm is unchanged: full columns, no embeddings
+    paper = training_overrides(manifest, PROFILE, "bots", 0, tmp_path)
+    assert not any(a.startswith("bots.task_embeddings=") for a in paper)
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_two_real_steps_and_the_selector_got_the_embeddings(data: Path, manifest: dict, arm: str) -> None:
+    from bots_verl.verl_cpu.smoke import run_training
+
+    run_dir = data.parent / "runs" / f"{arm}_s0"
+    run_dir.mkdir(parents=True)
+    argv = [*training_overrides(manifest, PROFILE, arm, 0, run_dir), "trainer.total_training_steps=2"]
+    run_training(argv, run_dir, run_dir / "train.log", 900)
+    state = checkpoint_sampler_state(run_dir / "ckpt" / "global_step_2" / "data.pt")
+    art = manifest["artifacts"]
+    ids = pq.read_table(art["train_files"], columns=["task_id"]).column("task_id").to_pylist()
+    expected = load_task_embeddings(art["task_embeddings"], ids).sha256
+    assert state["fingerprint"]["task_embeddings"]["sha256"] == expected
+    assert state["fingerprint"]["selector"]["name"] == arm_settings(arm)[0]
+    assert state["updates"] == 2
+    meta = json.loads((run_dir / "run" / "meta.json").read_text())
+    assert meta["method"] == arm
+    if LABELLED_ARMS[arm] is not None:
+        assert meta["extra"]["reference_coverage"]["labelled"] == manifest["similarity"][LABELLED_ARMS[arm]]["labelled"]
