@@ -95,14 +95,16 @@ def build_similarity_inputs(
 
 def _compare(out: Path, fraction: float = 0.1, k: int = 16) -> None:
     """Print how well each embedding method imputes the reference columns from a random labelled fraction."""
+    import json
+
     import pyarrow.parquet as pq
 
     from reference_eval.embed import policy_embeddings, prompt_text, read_prompts, text_embeddings
 
-    from .prepare import REFERENCE_COLUMNS
-
+    # the build's own reference columns, from its manifest (importing prepare here would be an import circle)
+    columns = json.loads((out / "manifest.json").read_text())["artifacts"]["reference_columns"]
     ids, prompts = read_prompts(out / "train.parquet")
-    table = pq.read_table(out / "train.parquet", columns=list(REFERENCE_COLUMNS))
+    table = pq.read_table(out / "train.parquet", columns=list(columns))
     methods = {
         "text": text_embeddings([prompt_text(p) for p in prompts]),
         "policy": policy_embeddings(str(out / "models" / "policy"), prompts, batch_size=256),
@@ -111,7 +113,7 @@ def _compare(out: Path, fraction: float = 0.1, k: int = 16) -> None:
     labelled[np.random.default_rng(0).choice(len(ids), int(fraction * len(ids)), replace=False)] = True
     for name, vectors in methods.items():
         near = np.argsort(-(vectors @ vectors[labelled].T), axis=1)[:, :k]
-        for column in REFERENCE_COLUMNS:
+        for column in columns:
             values = table.column(column).to_numpy(zero_copy_only=False)
             guess = values[labelled][near].mean(axis=1)
             r = np.corrcoef(guess[~labelled], values[~labelled])[0, 1]
