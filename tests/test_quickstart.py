@@ -11,7 +11,21 @@ from bots_verl.quickstart import main
 pytestmark = pytest.mark.slow
 
 
-def test_the_quickstart_trains_both_arms_and_reports_the_mixed_share_and_the_posterior(tmp_path, capsys):
+def test_the_quickstart_trains_both_arms_and_reports_the_mixed_share_and_the_posterior(
+    tmp_path, capsys, monkeypatch, ray_attach
+):
+    # each run attaches to the session's Ray cluster (a cluster start and stop saved per run) once the previous run's
+    # actors are gone; the training itself is the quickstart's own
+    from bots_verl.verl_cpu import smoke
+
+    train = smoke.run_training
+
+    def attached(*args, **kwargs):
+        for key, value in ray_attach().items():
+            monkeypatch.setenv(key, value)
+        return train(*args, **kwargs)
+
+    monkeypatch.setattr(smoke, "run_training", attached)
     assert main(["--steps", "2", "--out", str(tmp_path / "qs")]) == 0
     printed = capsys.readouterr().out
     assert "Share of mixed groups per step" in printed and "BOTS's posterior after the last step" in printed

@@ -143,22 +143,27 @@ def save_bots_data_pt(folder, num_tasks: int, fingerprint: dict | None, *, selec
 TRAIN_ENV = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "RAY_ADDRESS": ""}
 
 
-def train_env() -> dict[str, str]:
-    """Environment of a training subprocess: this tree first on the path, one BLAS thread per process."""
+def train_env(attach: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment of a training subprocess: this tree first on the path, one BLAS thread per process; a Ray cluster
+    of its own, or the one ``attach`` names (the ``ray_attach`` fixture's environment)."""
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    return {**os.environ, **TRAIN_ENV, "PYTHONPATH": path}
+    return {**os.environ, **TRAIN_ENV, "PYTHONPATH": path, **(attach or {})}
 
 
-def run_python(args: list[str], cwd, timeout: float = 900) -> subprocess.CompletedProcess:
+def run_python(
+    args: list[str], cwd, timeout: float = 900, attach: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """``python <args>`` in ``cwd`` with :func:`train_env`; output captured."""
     return subprocess.run(
-        [sys.executable, *args], cwd=cwd, env=train_env(), capture_output=True, text=True, timeout=timeout
+        [sys.executable, *args], cwd=cwd, env=train_env(attach), capture_output=True, text=True, timeout=timeout
     )
 
 
-def run_main(overrides: list[str], cwd, timeout: float = 900) -> subprocess.CompletedProcess:
-    """``python -m bots_verl.main <overrides>`` in ``cwd``."""
-    return run_python(["-m", "bots_verl.main", *overrides], cwd, timeout)
+def run_main(
+    overrides: list[str], cwd, timeout: float = 900, attach: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """``python -m bots_verl.main <overrides>`` in ``cwd`` (attached to the cluster ``attach`` names, if given)."""
+    return run_python(["-m", "bots_verl.main", *overrides], cwd, timeout, attach)
 
 
 def read_metrics(run_dir) -> dict[int, dict]:

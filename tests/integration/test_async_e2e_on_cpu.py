@@ -11,6 +11,9 @@ rollout server after each step), Ray, TransferQueue, the FSDP2 actor and checkpo
 - **K**: the same run SIGKILLed (driver, Ray and every worker) once its step-2 checkpoint is written, while the next
   step's prompts are in flight, then rerun in the same directory: it resumes from the checkpoint and ends as A did.
 
+The killed run starts a Ray cluster of its own (it is killed with it); the other runs attach to the session's cluster
+(``ray_attach``), which saves each a cluster's start and stop.
+
 (``separate_async`` cannot run here: verl's ``trainer_separate_async.py`` asserts a checkpoint engine other than
 ``naive``, and the CPU backend has only ``naive``; ``test_async_on_cpu.py`` tests its posterior side.)
 """
@@ -54,20 +57,20 @@ def _overrides(toy: dict[str, str], work: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def run_a(toy, tmp_path_factory) -> Path:
+def run_a(toy, tmp_path_factory, ray_attach) -> Path:
     work = tmp_path_factory.mktemp("async_a")
-    proc = run_main(_overrides(toy, work), cwd=work)
+    proc = run_main(_overrides(toy, work), cwd=work, attach=ray_attach())
     assert proc.returncode == 0, tail(proc)
     return work
 
 
 @pytest.fixture(scope="module")
-def run_r(toy, run_a, tmp_path_factory) -> Path:
+def run_r(toy, run_a, tmp_path_factory, ray_attach) -> Path:
     """A's step-2 checkpoint, resumed to step 4 in a new process (its own run log)."""
     work = tmp_path_factory.mktemp("async_r")
     shutil.copytree(run_a / "ckpt" / "global_step_2", work / "ckpt" / "global_step_2")
     (work / "ckpt" / "latest_checkpointed_iteration.txt").write_text("2")
-    proc = run_main(_overrides(toy, work), cwd=work)
+    proc = run_main(_overrides(toy, work), cwd=work, attach=ray_attach())
     assert proc.returncode == 0, tail(proc)
     return work
 
@@ -120,11 +123,11 @@ def _kill_after_checkpoint(overrides: list[str], work: Path, step: int, timeout:
 
 
 @pytest.fixture(scope="module")
-def run_k(toy, tmp_path_factory) -> Path:
+def run_k(toy, tmp_path_factory, ray_attach) -> Path:
     """A run SIGKILLed after its step-2 checkpoint, then rerun in the same directory (``resume_mode=auto``)."""
     work = tmp_path_factory.mktemp("async_k")
     _kill_after_checkpoint(_overrides(toy, work), work, step=2)
-    proc = run_main(_overrides(toy, work), cwd=work)
+    proc = run_main(_overrides(toy, work), cwd=work, attach=ray_attach())
     assert proc.returncode == 0, tail(proc)
     return work
 
