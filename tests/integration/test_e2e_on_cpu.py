@@ -3,7 +3,7 @@
 Every run is ``python -m bots_verl.main trainer.device=cpu ...`` on the toy task (``bots_verl.verl_cpu.addition_task``):
 verl's real ``init()`` and ``fit()`` with Ray, TransferQueue, an FSDP2 actor and reference model, the ``hf`` rollout
 server, the reward loop, the replay buffer and checkpoints. The runs are shared between the assertions (module fixtures)
-to keep CI time modest:
+and attach to the session's Ray cluster (``ray_attach``) to keep CI time modest:
 
 - **A** (reference): 4 GRPO steps of 6 prompts x 4 rollouts with a mini-batch of 4 prompts, so verl pads every step
   with 8 synthetic rows; KL loss against a reference model; checkpoints at steps 2 and 4; a relative
@@ -54,7 +54,7 @@ def _overrides(toy: dict[str, str], *extra: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def run_a(toy, tmp_path_factory) -> Path:
+def run_a(toy, tmp_path_factory, ray_attach) -> Path:
     """Run A; returns its working directory (checkpoints in ``ckpt``, run log in ``runs/a``)."""
     work = tmp_path_factory.mktemp("run_a")
     proc = run_main(
@@ -66,6 +66,7 @@ def run_a(toy, tmp_path_factory) -> Path:
             "bots.run_log.dir=runs/a",
         ),
         cwd=work,
+        attach=ray_attach(),
     )
     assert proc.returncode == 0, tail(proc)
     return work
@@ -93,7 +94,7 @@ def test_relative_run_log_dir_is_resolved_once_in_the_launch_directory(run_a):
 
 
 @pytest.fixture(scope="module")
-def kill_and_resume(run_a, toy, tmp_path_factory) -> dict:
+def kill_and_resume(run_a, toy, tmp_path_factory, ray_attach) -> dict:
     """Runs K (posterior killed after the step-2 checkpoint), M (data.pt missing) and R (resume K to step 4)."""
     work = tmp_path_factory.mktemp("run_k")
     ckpt = work / "ckpt"
@@ -108,13 +109,18 @@ def kill_and_resume(run_a, toy, tmp_path_factory) -> dict:
             f"bots.run_log.dir={work / 'runs' / 'k'}",
         ],
         cwd=work,
+        attach=ray_attach(),
     )
     latest_after_kill = (ckpt / "latest_checkpointed_iteration.txt").read_text().strip()
     missing_dir = work / "ckpt_without_data_pt"
     shutil.copytree(ckpt, missing_dir)
     (missing_dir / "global_step_2" / "data.pt").unlink()
-    missing = run_main([*common, f"trainer.default_local_dir={missing_dir}"], cwd=work)
-    resumed = run_main([*common, f"trainer.default_local_dir={ckpt}", f"bots.run_log.dir={work / 'runs' / 'r'}"], work)
+    missing = run_main([*common, f"trainer.default_local_dir={missing_dir}"], cwd=work, attach=ray_attach())
+    resumed = run_main(
+        [*common, f"trainer.default_local_dir={ckpt}", f"bots.run_log.dir={work / 'runs' / 'r'}"],
+        work,
+        attach=ray_attach(),
+    )
     return {"work": work, "killed": killed, "latest": latest_after_kill, "missing": missing, "resumed": resumed}
 
 
@@ -141,7 +147,7 @@ def test_kill_and_resume_gives_identical_selections_posterior_and_weights(kill_a
     assert result["selections"] == [] and result["posterior"] == [] and result["weights"] == [], result
 
 
-def _two_step_run(toy: dict[str, str], work: Path, *extra: str) -> Path:
+def _two_step_run(toy: dict[str, str], work: Path, attach: dict[str, str], *extra: str) -> Path:
     """A 2-step run with ``extra`` overrides, checkpointed at step 2, its run log in ``work / "run"``."""
     proc = run_main(
         _overrides(
@@ -153,15 +159,16 @@ def _two_step_run(toy: dict[str, str], work: Path, *extra: str) -> Path:
             f"bots.run_log.dir={work / 'run'}",
         ),
         cwd=work,
+        attach=attach,
     )
     assert proc.returncode == 0, tail(proc)
     return work
 
 
 @pytest.fixture(scope="module")
-def dapo_run(toy, tmp_path_factory) -> Path:
+def dapo_run(toy, tmp_path_factory, ray_attach) -> Path:
     extra = ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=acc")
-    return _two_step_run(toy, tmp_path_factory.mktemp("run_d"), *extra)
+    return _two_step_run(toy, tmp_path_factory.mktemp("run_d"), ray_attach(), *extra)
 
 
 def test_dapo_refills_are_fresh_and_never_repeat_a_task_within_a_step(dapo_run):
@@ -180,7 +187,7 @@ def test_dapo_refills_are_fresh_and_never_repeat_a_task_within_a_step(dapo_run):
 
 
 @pytest.fixture(scope="module")
-def allocated_run(toy, tmp_path_factory) -> Path:
+def allocated_run(toy, tmp_path_factory, ray_attach) -> Path:
     """Run L: the warm-started selector (unequal posteriors from step 1) with rollouts allocated by its posterior.
 
     Target 0.1: Thompson sampling toward 0.5 picks tasks whose 4 rollouts are best split evenly (so the split would
@@ -188,7 +195,7 @@ def allocated_run(toy, tmp_path_factory) -> Path:
     groups (checked offline on this toy pool: 2 to 5 rollouts at step 1 for seeds 0 to 2).
     """
     extra = ("bots.selector=bots_warm", "+bots.hparams.target=0.1", "bots.rollout_allocation.mode=posterior")
-    return _two_step_run(toy, tmp_path_factory.mktemp("run_l"), *extra)
+    return _two_step_run(toy, tmp_path_factory.mktemp("run_l"), ray_attach(), *extra)
 
 
 def test_posterior_allocation_gives_unequal_groups_within_the_step_budget(allocated_run):
