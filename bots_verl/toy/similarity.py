@@ -49,6 +49,7 @@ def build_similarity_inputs(
     Raises:
         ValueError: a build whose files were made with other settings (use another output directory).
     """
+    import hashlib
     import json
 
     import pyarrow as pa
@@ -67,13 +68,18 @@ def build_similarity_inputs(
     }
     meta_path = out / "similarity.json"
     emb_path, labelled_path = out / EMBEDDINGS_FILE, out / LABELLED_FILE
+    train = out / "train.parquet"
+    # the labelled columns copy train.parquet's reference values: a rebuilt train.parquet (a lost reference) rebuilds
+    # them
+    train_sha256 = hashlib.sha256(train.read_bytes()).hexdigest()
     if meta_path.is_file() and emb_path.is_file() and labelled_path.is_file():
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         if meta["settings"] != settings:
             raise ValueError(f"{meta_path} was built with {meta['settings']}, not {settings}; use another --out")
-        logger.info("similarity inputs: already built (%s)", meta_path)
-        return meta
-    train = out / "train.parquet"
+        if meta.get("train_sha256") == train_sha256:
+            logger.info("similarity inputs: already built (%s)", meta_path)
+            return meta
+        logger.info("similarity inputs: %s changed since they were built; rebuilding the labelled columns", train)
     if not emb_path.is_file():
         embed(train, emb_path, "policy", model=str(out / "models" / policy), batch_size=256, progress=False)
     table = pq.read_table(train)
@@ -88,7 +94,7 @@ def build_similarity_inputs(
         plans[subset] = plan.to_dict()
         logger.info("%s: %s", subset, plan.summary())
     write_table_atomic(table, labelled_path)
-    meta = {"settings": settings, "labelled": plans}
+    meta = {"settings": settings, "labelled": plans, "train_sha256": train_sha256}
     write_json_atomic(meta_path, meta, sort_keys=True)
     return meta
 

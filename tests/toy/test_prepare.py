@@ -96,7 +96,7 @@ def test_the_trainer_config_accepts_the_artifacts(built) -> None:
 
 def test_manifest_calibration_and_resume(built) -> None:
     manifest = json.loads((built / "manifest.json").read_text())
-    assert set(manifest["stages"]) == {"data", "warmups", "references", "calibration"}
+    assert set(manifest["stages"]) == {"data", "warmups", "references", "similarity", "calibration"}
     assert all(s["wall_s"] >= 0 and s["cpu_s"] >= 0 for s in manifest["stages"].values())
     calib = json.loads((built / "calibration.json").read_text())
     assert set(calib["pool"]) == {"policy", "weak", "strong"}
@@ -195,3 +195,27 @@ def test_a_fresh_full_build_starts_from_the_shipped_artifacts_and_trains_nothing
         assert digest(got) == digest(shipped / "models" / name / "model.safetensors")
     assert manifest["calibration"]["heldout"]["policy"]["accuracy"] == pytest.approx(0.1211, abs=1e-4)
     assert shipped_artifacts("ci", 0) is None  # the small profiles build in seconds and are not shipped
+
+
+def test_a_changed_train_file_rebuilds_the_labelled_columns(built, tmp_path) -> None:
+    """The labelled-subset columns copy train.parquet's reference values, so new values there are copied again."""
+    import shutil
+
+    import numpy as np
+    import pyarrow as pa
+
+    from bots_verl.toy.similarity import LABELLED_FILE, build_similarity_inputs, labelled_column
+
+    copy = tmp_path / "changed"
+    shutil.copytree(built, copy)
+    column = REFERENCE_COLUMNS[0]
+    train = pq.read_table(copy / "train.parquet")
+    changed = np.round(1.0 - train.column(column).to_numpy(zero_copy_only=False), 6)
+    pq.write_table(
+        train.set_column(train.schema.get_field_index(column), column, pa.array(changed)), copy / "train.parquet"
+    )
+    build_similarity_inputs(copy, REFERENCE_COLUMNS, 3, 4)
+    part = pq.read_table(copy / LABELLED_FILE).column(labelled_column(column, "ref10")).to_numpy(zero_copy_only=False)
+    known = np.isfinite(part)
+    assert known.any()
+    np.testing.assert_array_equal(part[known], changed[known])
