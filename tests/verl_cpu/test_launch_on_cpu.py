@@ -140,7 +140,8 @@ def test_a_cluster_started_after_ray_was_imported_still_uses_the_loopback_addres
     from bots_verl.verl_cpu.cluster import use_loopback
 
     monkeypatch.setattr(constants, "ENABLE_RAY_CLUSTER", True)  # as if imported without the switch
-    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "1")
+    # no switch in the environment (a process told =1 asks for a multi-node cluster: use_loopback leaves it alone)
+    monkeypatch.delenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", raising=False)
     use_loopback()
     assert constants.ENABLE_RAY_CLUSTER is False
     assert services.resolve_ip_for_localhost("127.0.0.1") == "127.0.0.1"
