@@ -40,6 +40,11 @@ final accuracy over those the peer spent to reach the same accuracy (the ratio o
 the baseline's denominator), with both intervals; undefined where either never reached it. This is how "≤ 0.5 of
 DAPO-DS's rollouts" is judged (:func:`peer_ratios`).
 
+**Reference generations** (issue 36, whenever run logs are there): per arm, the reference-model generations it
+read (labelled tasks x samples per task x its reference columns, 0 for a selector that reads none) and those it saved
+against a full labelling, beside its TTB(100%), Roll(100%) and training rollouts (:mod:`analysis.reference_cost`;
+samples per task from the benchmark's data profile, or ``--reference-samples``/``--reference-models``).
+
 **Share of the ceiling's step saving** (``--ceiling oracle``, issue 38): per seed, ``(1 - TTB_arm) / (1 - TTB_oracle)``
 at TTB(100%), the part of the steps the ceiling saves over the baseline that the arm saves too (1: as much as the
 oracle, 0: none; undefined where either never reached the target or the oracle saved no steps), with both intervals,
@@ -53,6 +58,7 @@ Usage::
     # --out writes paired.md, paired.json and figures/toy_paired.png
     python -m analysis.paired runs/beyond --peers dapo_ds greso_ds    # adds the rollouts against each peer
     python -m analysis.paired runs/toy --ceiling oracle    # adds every arm's share of the oracle's step saving
+    python -m analysis.paired runs/beyond --reference-samples 16 --reference-models 2   # outside the toy's profiles
 """
 
 from __future__ import annotations
@@ -69,7 +75,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis import loader, render
+from analysis import loader, reference_cost, render
 from analysis.loader import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC, LoadError, Run
 from analysis.metrics import Curve, cost_to_baseline
 from analysis.tables import cost_curve
@@ -90,6 +96,7 @@ __all__ = [
     "ceiling_shares",
     "ceiling_to_dict",
     "ceiling_to_markdown",
+    "benchmark_reference_costs",
     "compare",
     "compare_all",
     "final_gain",
@@ -1049,6 +1056,35 @@ def save_figure(comparisons: Sequence[Comparison], path: str | Path, keys: Seque
     return path
 
 
+def benchmark_reference_costs(
+    path: str | Path,
+    records: Sequence[RunRecord],
+    comparisons: Sequence[Comparison],
+    settings: reference_cost.ReferenceSettings | None = None,
+) -> list[reference_cost.ReferenceCost]:
+    """The reference generations of the baseline and every compared arm (:mod:`analysis.reference_cost`), over the
+    seeds with a run log; empty when no record has one.
+
+    Args:
+        path: the benchmark (directory or its ``summary.json``), for its data profile and ``data/manifest.json``.
+        records: its run records.
+        comparisons: the arms compared (their order is the table's, after the baseline).
+        settings: samples per task and models of a full labelling; default: the toy's (:func:`toy_settings`).
+
+    Raises:
+        LoadError: as :func:`analysis.reference_cost.run_reference`.
+    """
+    if not comparisons or not any(r.log is not None for r in records):
+        return []
+    summary_file = Path(path) / "summary.json" if Path(path).is_dir() else Path(path)
+    if settings is None:
+        settings = reference_cost.toy_settings(json.loads(summary_file.read_text()))
+    arms = [comparisons[0].baseline, *(c.selector for c in comparisons)]
+    logs = {arm: {r.seed: r.log for r in records if r.selector == arm and r.log is not None} for arm in arms}
+    manifest = summary_file.parent / "data" / "manifest.json"
+    return reference_cost.reference_costs({arm: runs for arm, runs in logs.items() if runs}, settings, manifest)
+
+
 # --------------------------------------------------------------------------------------------------------- CLI
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface of ``python -m analysis.paired``."""
@@ -1068,6 +1104,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--ceiling", help="also every other selector's share of this one's step saving (e.g. oracle; issue 38)"
     )
+    p.add_argument(
+        "--reference-samples",
+        type=int,
+        help="samples per task behind each reference column (default: the toy benchmark's data profile)",
+    )
+    p.add_argument(
+        "--reference-models",
+        type=int,
+        help="reference models of a full labelling (with --reference-samples; default: the toy's)",
+    )
     p.add_argument("--out", type=Path, help="write paired.md, paired.json and figures/toy_paired.png here")
     p.add_argument("--level", type=float, default=0.95)
     p.add_argument("--resamples", type=int, default=RESAMPLES, help="bootstrap resamples")
@@ -1078,7 +1124,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; prints the markdown; returns the exit status (2 with a one-line message on bad input)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if (args.reference_samples is None) != (args.reference_models is None):
+        parser.error("--reference-samples and --reference-models go together")
+    for name in ("reference_samples", "reference_models"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
@@ -1087,6 +1139,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         comparisons = compare_all(records, args.baseline, args.selectors, args.level, args.resamples, args.rng_seed)
         ratios = peer_ratios(comparisons, args.peers) if args.peers else []
         shares = ceiling_shares(comparisons, args.ceiling) if args.ceiling else []
+        settings = None
+        if args.reference_samples is not None:
+            settings = reference_cost.ReferenceSettings(
+                args.reference_samples, args.reference_models, "--reference-samples/--reference-models"
+            )
+        costs = benchmark_reference_costs(args.path, records, comparisons, settings)
     except (LoadError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -1098,6 +1156,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if shares:
         text += "\n" + ceiling_to_markdown(shares, args.baseline, args.level)
         summary["ceiling"] = ceiling_to_dict(shares)
+    if costs:
+        steps = {c.selector: {k: _overview_cell(c.stats[k]) for k in ("ttb100", "roll100")} for c in comparisons}
+        text += "\n" + reference_cost.costs_to_markdown(costs, steps, args.baseline)
+        summary["reference_cost"] = reference_cost.costs_to_dict(costs)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "paired.md").write_text(text)

@@ -92,6 +92,18 @@ class BetaPosteriorSelector(Selector):
         return super().bytes_per_task(reference_columns, hparams) + BetaPosterior.HELD_BYTES_PER_TASK + held + transient
 
     @classmethod
+    def reads_reference(cls, hparams: Mapping[str, Any] | None = None) -> bool:
+        """As the base, or when the evidence plug-in reads the references, or a warm start (weight > 0) does."""
+        hp = {**cls.DEFAULTS, **(hparams or {})}
+        evidence = EVIDENCE.get(hp["evidence"], ImplicitEvidence) if isinstance(hp["evidence"], str) else None
+        warm = hp["warm_start_weight"]
+        return (
+            super().reads_reference(hp)
+            or (evidence is not None and evidence.needs_reference)
+            or (isinstance(warm, int | float) and not isinstance(warm, bool) and warm > 0)
+        )
+
+    @classmethod
     def _graph_users(cls, hparams: Mapping[str, Any], missing_reference: bool) -> list[tuple[str, bool]]:
         name = hparams.get("evidence", cls.DEFAULTS["evidence"])
         evidence = EVIDENCE.get(name, ImplicitEvidence) if isinstance(name, str) else ImplicitEvidence

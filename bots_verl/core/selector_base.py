@@ -170,6 +170,16 @@ class Selector:
         return base
 
     @classmethod
+    def reads_reference(cls, hparams: Mapping[str, Any] | None = None) -> bool:
+        """Whether a run with ``hparams`` reads the reference columns it is given (issue 36's cost accounting: a run
+        that does not read them costs no reference generations, whatever columns its config names).
+
+        Args:
+            hparams: the hyperparameters the selector runs with (defaults fill the rest).
+        """
+        return cls.needs_reference
+
+    @classmethod
     def _graph_users(cls, hparams: Mapping[str, Any], missing_reference: bool) -> list[tuple[str, bool]]:
         """What might need the task graph, and whether it does under ``hparams`` (subclasses add their own)."""
         nan_policy = hparams.get("reference_nan", cls._BASE_DEFAULTS["reference_nan"])

@@ -187,3 +187,25 @@ def test_malformed_checkpoint_changes_nothing(name, breakage):
     with pytest.raises(ValueError):
         target.load_state_dict(bad)
     assert pickle.dumps(target.state_dict()) == before
+
+
+# issue 36's cost accounting counts reference generations only for runs that read them: reads_reference must say
+# whether the reference columns change anything (a selector that refuses to run without them reads them too)
+@pytest.mark.parametrize(
+    ("name", "hparams"),
+    [
+        *((n, {}) for n in sorted(SELECTORS)),
+        ("bots", {"evidence": "none"}),
+        ("bots", {"evidence": "none", "warm_start_weight": 2.0}),
+        ("mopps", {"warm_start_weight": 2.0}),
+    ],
+)
+def test_reads_reference_says_whether_the_references_change_anything(name, hparams):
+    reads = SELECTORS.lookup(name).reads_reference(hparams)
+    given = _drive(build_selector(name, N, reference_pass_rates=REF, task_embeddings=EMB, seed=3, **hparams), 10)
+    try:
+        without = _drive(build_selector(name, N, task_embeddings=EMB, seed=3, **hparams), 10)
+    except ValueError as exc:
+        assert reads, f"{name} refuses to run without references ({exc}) but says it reads none"
+        return
+    assert reads == (not all(np.array_equal(x, y) for x, y in zip(given, without, strict=True)))
