@@ -3,11 +3,15 @@
 - :class:`HFReplica` (``RolloutReplicaRegistry`` name ``hf``): verl's ``LLMServerManager`` builds one per replica
   and calls ``init_hybrid``; ``launch_servers`` starts one :class:`~bots_verl.verl_cpu.hf_server.HFRolloutServer`
   actor (``num_cpus=0``: it must not take a CPU slot from verl's workers) on the node of the replica's first worker.
-  Only the hybrid mode (training and rollout on the same logical GPUs, verl's sync trainer) is supported, with
-  ``tensor_model_parallel_size=1``.
-- :class:`HFServerAdapter` (``_ROLLOUT_REGISTRY[("hf", "async")]``): lives in verl's hybrid actor/rollout worker.
-  verl's naive weight sync calls ``update_weights`` with a generator of full tensors; every rank consumes it (the
-  gather is collective) and the leader rank of the replica sends the weights to the server.
+  Two of verl's modes are supported, with ``tensor_model_parallel_size=1``: hybrid (training and rollout on the same
+  logical GPUs: the sync and ``colocate_async`` trainers) and standalone (the rollout on logical GPUs of its own,
+  ``separate_async``, where ``LLMServerManager`` calls ``init_standalone`` and verl's ``CheckpointEngineWorker``
+  holds the adapter below).
+- :class:`HFServerAdapter` (``_ROLLOUT_REGISTRY[("hf", "async")]``): lives in verl's hybrid actor/rollout worker, or
+  in a standalone replica's ``CheckpointEngineWorker``. verl's naive weight sync calls ``update_weights`` with a
+  generator of full tensors (every rank consumes it: the gather is collective); a checkpoint engine's
+  ``receive_weights`` (:mod:`.checkpoint_engine`) hands an async generator. The leader rank of the replica sends the
+  weights to the server.
 """
 
 from __future__ import annotations
@@ -80,9 +84,10 @@ class HFReplica(RolloutReplica):
         Raises:
             NotImplementedError: outside the hybrid mode, or with tensor/pipeline parallelism.
         """
-        if self.rollout_mode != RolloutMode.HYBRID:
+        if self.rollout_mode not in (RolloutMode.HYBRID, RolloutMode.STANDALONE):
             raise NotImplementedError(
-                f"the hf rollout runs in verl's hybrid mode only (actor and rollout colocated), not {self.rollout_mode}"
+                "the hf rollout runs in verl's hybrid mode (actor and rollout colocated) or standalone mode (its own "
+                f"resources, separate_async), not {self.rollout_mode}"
             )
         if _rollout_world_size(self.config) != 1:
             raise NotImplementedError(
@@ -148,6 +153,9 @@ class HFServerAdapter(BaseRollout):
             raise NotImplementedError(f"the hf rollout takes full named tensors, not {wire_format!r}")
         if kwargs.get("peft_config") is not None:
             raise NotImplementedError("the hf rollout needs merged LoRA weights (actor_rollout_ref.model.lora.merge)")
-        state = {name: tensor.detach().to("cpu") for name, tensor in weights}
+        if hasattr(weights, "__aiter__"):  # a checkpoint engine's receive_weights (separate_async)
+            state = {name: tensor.detach().to("cpu") async for name, tensor in weights}
+        else:
+            state = {name: tensor.detach().to("cpu") for name, tensor in weights}
         if self.is_leader_rank:
             await self._server_handle().update_weights.remote(state, kwargs.get("global_steps"))

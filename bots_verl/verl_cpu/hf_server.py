@@ -297,7 +297,8 @@ class HFRolloutServer:
         """Load the trainer's weights (HF parameter names) and start a new weight version.
 
         Raises:
-            ValueError: if a name is unknown to the model or a model parameter is missing.
+            ValueError: if a name is unknown to the model, a model parameter is missing or a shape differs (the
+                model is left as it was).
         """
         async with self._batch_lock():
             model_state = self.model.state_dict()
@@ -307,6 +308,13 @@ class HFRolloutServer:
             missing = [k for k in model_state if k not in named_tensors and not self._tied(k)]
             if missing:
                 raise ValueError(f"weight update misses rollout parameters: {missing[:5]}")
+            misshapen = [
+                f"{k} {tuple(t.shape)} (the rollout's: {tuple(model_state[k].shape)})"
+                for k, t in named_tensors.items()
+                if tuple(t.shape) != tuple(model_state[k].shape)
+            ]
+            if misshapen:
+                raise ValueError(f"weight update with the wrong shapes: {misshapen[:5]}")
             with torch.no_grad():
                 for name, tensor in named_tensors.items():
                     model_state[name].copy_(tensor.to(self.dtype))
@@ -319,6 +327,11 @@ class HFRolloutServer:
 
     def _tied(self, name: str) -> bool:
         return bool(getattr(self.model.config, "tie_word_embeddings", False)) and name.endswith("lm_head.weight")
+
+    async def weights(self) -> dict[str, torch.Tensor]:
+        """A copy of the model's weights (HF names): what a weight sync can be checked against."""
+        async with self._batch_lock():
+            return {name: tensor.detach().clone() for name, tensor in self.model.state_dict().items()}
 
     async def set_global_steps(self, global_steps: int) -> None:
         """Set the weight version without new weights."""

@@ -11,6 +11,8 @@ imports the module (or at once if it already did).
   :class:`~bots_verl.verl_cpu.hf_rollout.HFServerAdapter`.
 - ``verl.workers.rollout.replica``: ``RolloutReplicaRegistry.register("hf", ...)`` loads
   :class:`~bots_verl.verl_cpu.hf_rollout.HFReplica`.
+- ``verl.checkpoint_engine.base``: ``CheckpointEngineRegistry`` gets the ``cpu_gloo`` engine
+  (:class:`~bots_verl.verl_cpu.checkpoint_engine.GlooCheckpointEngine`): the weight sync of ``separate_async``.
 - ``verl.utils.distributed`` and ``verl.workers.engine_workers``: plain ``gloo`` process groups (cpu platform only).
 - ``verl.workers.engine_workers`` (imported by the processes that train or build the workers): torch's intra-op
   threads set to ``BOTS_TRAIN_THREADS`` (cpu platform only). Every process starts with ``OMP_NUM_THREADS=1``
@@ -76,6 +78,11 @@ def _register_replica(replica: ModuleType) -> None:
     replica.RolloutReplicaRegistry.register(ROLLOUT_NAME, _load_replica)
 
 
+def _register_checkpoint_engine(checkpoint_engine_base: ModuleType) -> None:
+    # importing the module registers the engine (its class decorator); verl's base module is loaded by now
+    import bots_verl.verl_cpu.checkpoint_engine  # noqa: F401
+
+
 def _fix_process_group(distributed: ModuleType) -> None:
     if cpu_platform_selected():
         compat.gloo_process_group(distributed)
@@ -122,6 +129,7 @@ HOOKS = {
     "verl.workers.engine.fsdp.transformer_impl": _register_engines,
     "verl.workers.rollout.base": _register_rollout,
     "verl.workers.rollout.replica": _register_replica,
+    "verl.checkpoint_engine.base": _register_checkpoint_engine,
     "verl.utils.distributed": _fix_process_group,
     "verl.workers.engine_workers": _engine_workers_loaded,
 }

@@ -1,8 +1,9 @@
 """What ``VERL_USE_EXTERNAL_MODULES=bots_verl.verl_cpu.register`` does in a fresh process with ``VERL_PLATFORM=cpu``.
 
-One subprocess (a fresh verl import, as in every Ray worker) checks the platform, the registrations and both compat
-fixes for real: a gloo process group comes up through verl's own ``initialize_global_process_group_ray`` (without the
-fix: ``Duplicate device type cpu in backend string``), and verl's FSDP engine builds an unpinned CPU offload policy.
+One subprocess (a fresh verl import, as in every Ray worker) checks the platform, the registrations (the ``cpu_gloo``
+checkpoint engine included) and both compat fixes for real: a gloo process group comes up through verl's own
+``initialize_global_process_group_ray`` (without the fix: ``Duplicate device type cpu in backend string``), and
+verl's FSDP engine builds an unpinned CPU offload policy.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ SCRIPT = """
 import json, torch, verl
 from verl.plugin.platform import get_platform
 from verl.utils.device import get_device_name, get_nccl_backend, get_torch_device
+from verl.checkpoint_engine import CheckpointEngineRegistry
 from verl.workers.engine.base import EngineRegistry
 from verl.workers.rollout.base import get_rollout_class
 from verl.workers.rollout.replica import get_rollout_replica_class
@@ -40,6 +42,7 @@ print(json.dumps({
     "value_engine": EngineRegistry.get_engine_cls("value_model", "fsdp").__name__,
     "rollout": get_rollout_class("hf").__name__,
     "replica": get_rollout_replica_class("hf").__name__,
+    "checkpoint_engine": CheckpointEngineRegistry.get("cpu_gloo").__name__,
     "pin_memory": policy.pin_memory,
     "offload_is_policy": isinstance(policy, TorchCPUOffloadPolicy),
     "rng_restores": bool(device.set_rng_state(device.get_rng_state()) is None),
@@ -83,6 +86,7 @@ def test_registration_and_compat_fixes_in_a_fresh_process(tmp_path):
         "value_engine": "FSDPEngineWithValueHead",
         "rollout": "HFServerAdapter",
         "replica": "HFReplica",
+        "checkpoint_engine": "GlooCheckpointEngine",
         "pin_memory": False,
         "offload_is_policy": True,
         "rng_restores": True,
