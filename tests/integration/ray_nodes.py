@@ -18,6 +18,7 @@ GCS, and the workers they started), then any process still naming the cluster's 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -28,8 +29,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bots_verl.verl_cpu.cluster import LOOPBACK_ENV, attach_env
 
@@ -213,6 +216,23 @@ class LocalRayNodes:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def running_cluster(
+    multi_node: bool = True, num_cpus: int = 8, num_gpus: int = 1, workers: dict[str, dict[str, Any]] | None = None
+) -> Iterator[LocalRayNodes]:
+    """A test module's cluster: a head (and the ``workers``, name -> :meth:`LocalRayNodes.add_node` arguments), stopped
+    afterwards and checked to leave none of its processes behind."""
+    cluster = LocalRayNodes(multi_node=multi_node)
+    try:
+        cluster.start_head(num_cpus=num_cpus, num_gpus=num_gpus)
+        for name, kwargs in (workers or {}).items():
+            cluster.add_node(name, **kwargs)
+        yield cluster
+    finally:
+        cluster.stop()
+    assert cluster.own_processes() == [], "a process of the test cluster outlived its teardown"
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:

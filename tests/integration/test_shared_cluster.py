@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from integration_helpers import read_metrics, tail, train_env
-from ray_nodes import LocalRayNodes
+from ray_nodes import LocalRayNodes, running_cluster
 
 from bots_verl.verl_cpu.addition_task import build_toy, toy_overrides
 
@@ -38,13 +38,8 @@ NAMES = ["trainer.project_name=shared", "trainer.experiment_name=same"]
 
 @pytest.fixture(scope="module")
 def head():
-    cluster = LocalRayNodes(multi_node=False)  # one node: loopback only
-    try:
-        cluster.start_head(num_cpus=8, num_gpus=1)
+    with running_cluster(multi_node=False) as cluster:  # one node: loopback only
         yield cluster
-    finally:
-        cluster.stop()
-    assert cluster.own_processes() == [], "a process of the test cluster outlived its teardown"
 
 
 @pytest.fixture(scope="module")

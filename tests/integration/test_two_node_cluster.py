@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 from integration_helpers import ROOT, read_metrics, tail, train_env
-from ray_nodes import LocalRayNodes
+from ray_nodes import LocalRayNodes, running_cluster
 
 from bots_verl.verl_cpu.addition_task import build_toy, toy_overrides
 from bots_verl.verl_cpu.smoke import compare_checkpoints
@@ -39,14 +39,8 @@ RUN = str(ROOT / "tests" / "integration" / "cluster_run.py")
 
 @pytest.fixture(scope="module")
 def nodes():
-    cluster = LocalRayNodes()
-    try:
-        cluster.start_head(num_cpus=8, num_gpus=1)
-        cluster.add_node("worker", num_cpus=0, resources={RESOURCE: 1.0})
+    with running_cluster(workers={"worker": {"num_cpus": 0, "resources": {RESOURCE: 1.0}}}) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
-    assert cluster.own_processes() == [], "a process of the test cluster outlived its teardown"
 
 
 @pytest.fixture(scope="module")
