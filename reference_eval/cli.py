@@ -393,14 +393,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
     try:
-        if args.command == "collect":
-            print(json.dumps(_collect(args), indent=2, default=str))
-        elif args.command == "merge":
-            print(json.dumps(_merge(args), indent=2, default=str))
-        elif args.command == "embed":
-            print(json.dumps(_embed(args), indent=2, default=str))
-        elif args.command == "label":
-            print(json.dumps(_label(args), indent=2, default=str))
+        # the subcommands that print their report as JSON
+        reporting = {"collect": _collect, "merge": _merge, "embed": _embed, "label": _label}
+        if args.command in reporting:
+            print(json.dumps(reporting[args.command](args), indent=2, default=str))
         else:
             from .stats import compute_stats, format_stats
 

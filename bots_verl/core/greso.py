@@ -57,7 +57,7 @@ import numpy as np
 
 from bots_verl.core.selection_rules import top_k
 from bots_verl.core.selector_base import SELECTORS, Selector
-from bots_verl.core.validation import check_scalars, check_unit_interval, require_keys
+from bots_verl.core.validation import check_scalars, check_unit_interval, real_array, require_keys
 
 logger = logging.getLogger(__name__)
 
@@ -75,12 +75,7 @@ def _check_streak(value: Any, num_tasks: int) -> np.ndarray:
     Raises:
         ValueError: for another shape, a non-integer dtype (booleans included) or a streak beyond the cap.
     """
-    try:
-        arr = np.asarray(value)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"checkpoint streak is not an array of integers: {exc}") from exc
-    if arr.dtype.kind not in "iu":
-        raise ValueError(f"checkpoint streak must hold integers, got dtype {arr.dtype}")
+    arr = real_array("checkpoint streak", value, integer=True)
     if arr.shape != (num_tasks,):
         raise ValueError(f"checkpoint streak has shape {arr.shape}, expected {(num_tasks,)}")
     if arr.size and (int(arr.min()) < -STREAK_CAP or int(arr.max()) > STREAK_CAP):

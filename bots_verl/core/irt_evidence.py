@@ -36,37 +36,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bots_verl.core.evidence import EVIDENCE, ImplicitEvidence
+from bots_verl.core.logistic import logit_into, sigmoid_inplace
 from bots_verl.core.validation import check_real_array, check_unit_interval, require_keys
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["IRTEvidence", "logit"]
+__all__ = ["IRTEvidence"]
 
 _STATE_KEYS = ("gram", "moment", "coef", "tau2", "res_mean", "res_prec", "fitted", "last_rmse_logit")
-
-
-def logit(p: np.ndarray | float, eps: float = 1e-6) -> np.ndarray:
-    """Log-odds of ``p`` clipped to ``[eps, 1 - eps]`` (float64 array)."""
-    q = np.clip(np.asarray(p, dtype=np.float64), eps, 1.0 - eps)
-    return np.log(q) - np.log1p(-q)
-
-
-def _logit_into(p: np.ndarray, eps: float, out: np.ndarray) -> None:
-    """:func:`logit` written into ``out`` with one temporary of ``p``'s size (it runs over the whole pool)."""
-    q = np.clip(p, eps, 1.0 - eps)
-    np.log(q, out=out)
-    np.negative(q, out=q)
-    np.log1p(q, out=q)
-    out -= q
-
-
-def _sigmoid_inplace(z: np.ndarray) -> np.ndarray:
-    # 0.5 * (1 + tanh(z / 2)) is the logistic function without overflow, computed in place (no pool-sized temporaries).
-    z *= 0.5
-    np.tanh(z, out=z)
-    z += 1.0
-    z *= 0.5
-    return z
 
 
 @EVIDENCE.register("irt")
@@ -124,7 +101,7 @@ class IRTEvidence(ImplicitEvidence):
         # Design matrix [1, logit(ref_1), ..., logit(ref_K)], fixed for the run.
         self.features = np.empty((num_tasks, k + 1))
         self.features[:, 0] = 1.0
-        _logit_into(reference, eps, self.features[:, 1:])
+        logit_into(reference, eps, self.features[:, 1:])
         self.prior_coef = np.concatenate([[0.0], np.full(k, 1.0 / k)])
         # Mutable state.
         self.gram = np.zeros((k + 1, k + 1))
@@ -159,7 +136,7 @@ class IRTEvidence(ImplicitEvidence):
         """Predicted success rates for ``indices`` (all tasks if None), or None before the first batch."""
         if not self.fitted:
             return None
-        return _sigmoid_inplace(self.predict_logit(indices))
+        return sigmoid_inplace(self.predict_logit(indices))
 
     # ---------------------------------------------------------------------------------------------------- update
     def propose(
@@ -207,7 +184,7 @@ class IRTEvidence(ImplicitEvidence):
             res_mean[indices] = (prec_b * res_mean[indices] + w * res) / (prec_b + w)
             res_prec[indices] = prec_b + w
             state["res_mean"], state["res_prec"] = res_mean, res_prec
-        return _sigmoid_inplace(self._logit(state, None)), state
+        return sigmoid_inplace(self._logit(state, None)), state
 
     def commit(self, state: dict[str, Any]) -> None:
         for key, value in state.items():

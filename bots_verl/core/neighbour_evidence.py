@@ -43,6 +43,7 @@ import numpy as np
 
 from bots_verl.core import defaults
 from bots_verl.core.evidence import EVIDENCE, ImplicitEvidence
+from bots_verl.core.logistic import sigmoid_inplace
 from bots_verl.core.similarity import TaskGraph
 from bots_verl.core.validation import check_real_array, check_unit_interval, require_keys
 
@@ -51,15 +52,6 @@ logger = logging.getLogger(__name__)
 __all__ = ["NeighbourEvidence"]
 
 _STATE_KEYS = ("level", "level_raw", "num", "den", "graph")
-
-
-def _sigmoid_inplace(z: np.ndarray) -> np.ndarray:
-    # 0.5 * (1 + tanh(z / 2)): the logistic function without overflow, in place
-    z *= 0.5
-    np.tanh(z, out=z)
-    z += 1.0
-    z *= 0.5
-    return z
 
 
 def _optional_float(name: str, value: Any) -> float | None:
@@ -141,7 +133,7 @@ class NeighbourEvidence(ImplicitEvidence):
         num, den = (self.num, self.den) if indices is None else (self.num[indices], self.den[indices])
         z = self._residual(num, den)
         z += self.level
-        return _sigmoid_inplace(z)
+        return sigmoid_inplace(z)
 
     # ----------------------------------------------------------------------------------------------------- update
     def propose(
@@ -173,7 +165,7 @@ class NeighbourEvidence(ImplicitEvidence):
         state = {"level": level, "level_raw": level_raw, "num": num, "den": den}
         z = self._residual(num, den)
         z += level
-        return _sigmoid_inplace(z), state
+        return sigmoid_inplace(z), state
 
     def commit(self, state: dict[str, Any]) -> None:
         self.level, self.level_raw = state["level"], state["level_raw"]

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from bots_verl.core.memory import available_memory_bytes
+from bots_verl.core.validation import real_array
 
 logger = logging.getLogger(__name__)
 
@@ -58,12 +59,7 @@ def check_embeddings(embeddings: Any, num_tasks: int | None = None) -> np.ndarra
         ValueError: for a shape other than ``(num_tasks, d)``, values that are not real numbers, NaN or infinite
             values, or an all-zero row (its direction, hence its similarities, are undefined).
     """
-    try:
-        arr = np.asarray(embeddings)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"task embeddings are not an array of numbers: {exc}") from exc
-    if arr.dtype.kind not in "uif":
-        raise ValueError(f"task embeddings must hold real numbers, got dtype {arr.dtype}")
+    arr = real_array("task embeddings", embeddings)
     if arr.ndim != 2 or arr.shape[1] < 1:
         raise ValueError(f"task embeddings must be a 2-D array (tasks, dims), got shape {arr.shape}")
     if num_tasks is not None and arr.shape[0] != num_tasks:

@@ -28,6 +28,7 @@ __all__ = [
     "check_reference",
     "check_scalars",
     "check_unit_interval",
+    "real_array",
     "require_keys",
     "split_known_params",
 ]
@@ -44,15 +45,21 @@ REFERENCE_NAN_POLICIES = ("impute", "error", "neighbours")
 MAX_COUNT = 2**53
 
 
-def _real_array(name: str, value: Any, *, allow_bool: bool = False) -> np.ndarray:
-    """``value`` as an array of real numbers; strings, complex numbers and other objects are an error."""
+def real_array(name: str, value: Any, *, allow_bool: bool = False, integer: bool = False) -> np.ndarray:
+    """``value`` as a numpy array of real numbers (of integers with ``integer``), its dtype kept; strings, complex
+    numbers, other objects (and booleans unless ``allow_bool``) are an error.
+
+    Raises:
+        ValueError: naming ``name`` and the dtype, or what numpy could not convert (ragged nesting, objects).
+    """
+    what = "integers" if integer else "numbers"
     try:
         arr = np.asarray(value)
     except (TypeError, ValueError, OverflowError) as exc:  # ragged nesting, unconvertible objects
-        raise ValueError(f"{name} is not an array of numbers: {exc}") from exc
-    kinds = "buif" if allow_bool else "uif"
+        raise ValueError(f"{name} is not an array of {what}: {exc}") from exc
+    kinds = "iu" if integer else "buif" if allow_bool else "uif"
     if arr.dtype.kind not in kinds:
-        raise ValueError(f"{name} must hold real numbers, got dtype {arr.dtype}")
+        raise ValueError(f"{name} must hold {'integers' if integer else 'real numbers'}, got dtype {arr.dtype}")
     return arr
 
 
@@ -92,8 +99,8 @@ def check_outcomes(successes: Any, attempts: Any, size: int) -> tuple[np.ndarray
             negative successes, successes above attempts, or attempts that are not positive or above
             :data:`MAX_ATTEMPTS`.
     """
-    s = _real_array("successes", successes, allow_bool=True).astype(np.float64)
-    n = _real_array("attempts", attempts).astype(np.float64)
+    s = real_array("successes", successes, allow_bool=True).astype(np.float64)
+    n = real_array("attempts", attempts).astype(np.float64)
     if s.ndim != 1 or n.ndim != 1:
         raise ValueError(f"successes and attempts must be 1-D, got shapes {s.shape} and {n.shape}")
     if s.size != size or n.size != size:
@@ -274,12 +281,10 @@ def check_real_array(
     Raises:
         ValueError: on another shape, dtype (strings, complex, objects), or non-finite / out-of-range entries.
     """
-    arr = _real_array(name, value)
+    arr = real_array(name, value, integer=integer)
     if arr.shape != shape:
         raise ValueError(f"{name} has shape {arr.shape}, expected {shape}")
     if integer:
-        if arr.dtype.kind not in "iu":
-            raise ValueError(f"{name} must hold integers, got dtype {arr.dtype}")
         if arr.size and (arr.min() < 0 or arr.max() > MAX_COUNT):
             raise ValueError(f"{name} must lie in [0, {MAX_COUNT}], got range [{arr.min()}, {arr.max()}]")
         return arr.astype(np.int64)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from bots_verl.fileio import markdown_table
 from bots_verl.sim.experiment import run_experiment
+from bots_verl.sim.methods import parse_method
 from bots_verl.sim.scenario import get_scenario
 
 logger = logging.getLogger(__name__)
@@ -89,9 +90,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", default="bots_verl/sim/bots_plus_results.md")
     args = parser.parse_args(argv)
     specs = [spec for spec, _ in DIRECTIONS]
-    labels = [spec.split("=", 1)[0] for spec in specs]
+    labels = [parse_method(spec).label for spec in specs]
     sweep_methods = ["random", "oracle", "bots", "bots_plus", "plus_adarho=bots_plus_ablation:adaptive_rho=true"]
-    sweep_labels = [s.split("=", 1)[0] for s in sweep_methods]
+    sweep_labels = [parse_method(s).label for s in sweep_methods]
     t0 = time.perf_counter()
     lines = [
         "# bots_plus ablation tables (simulator)",
@@ -101,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "over seeds]; `(k/n —)`: k seeds never reached Random's final best. Share of oracle saving = "
         "(1 - TTB) / (1 - TTB_oracle) at TTB(100%). Methods:",
         "",
-        *[f"- `{spec.split('=', 1)[0]}`: {desc}" for spec, desc in DIRECTIONS],
+        *[f"- `{parse_method(spec).label}`: {desc}" for spec, desc in DIRECTIONS],
         "",
         "## Presets",
         "",

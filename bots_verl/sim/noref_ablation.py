@@ -23,6 +23,7 @@ from bots_verl.fileio import markdown_table
 from bots_verl.sim.embeddings import pool_embeddings
 from bots_verl.sim.experiment import ExperimentResult, run_experiment
 from bots_verl.sim.loop import stream
+from bots_verl.sim.methods import parse_method
 from bots_verl.sim.scenario import get_scenario
 from bots_verl.sim.world import build_world
 
@@ -45,11 +46,6 @@ ARMS: list[tuple[str, str]] = [
 # (preset, steps, batch, rollouts): the toy testbed's v2 headline shape, and the math preset's calibration shape.
 SHAPES = [("toy", 90, 16, 8), ("math", 300, 32, 16)]
 NOISE_SWEEP = (0.5, 1.0, 2.0)
-
-
-def _label(spec: str) -> str:
-    head = spec.split(":", 1)[0]
-    return head.split("=", 1)[0]
 
 
 def _ttbs(res: ExperimentResult, label: str) -> np.ndarray:
@@ -139,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
     specs = [spec for spec, _ in ARMS]
-    labels = [_label(spec) for spec in specs]
+    labels = [parse_method(spec).label for spec in specs]
     lines = [
         "# BOTS without the reference bill: simulator prediction (issue 36)",
         "",
@@ -156,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "(1 - TTB_x) / (1 - TTB_bots) at TTB(100%), ratio of the means, 95% paired bootstrap interval over seeds. "
         "The neighbours plug-in's `forget` / `shrink` and `bots_noref`'s rho were chosen on other seeds (100-103).",
         "",
-        *[f"- `{_label(spec)}`: {desc}" for spec, desc in ARMS],
+        *[f"- `{parse_method(spec).label}`: {desc}" for spec, desc in ARMS],
         "",
     ]
     for preset, steps, batch, rollouts in SHAPES:
@@ -191,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         bots = _ttbs(res, "bots")
         for spec in sweep_specs[2:]:
-            label = _label(spec)
+            label = parse_method(spec).label
             share = "{:.0%} [{:.0%}, {:.0%}]".format(*share_of_saving(_ttbs(res, label), bots))
             rows.append([f"{noise:g}", label, res.summary[label]["ttb100"].format(2), share])
         logger.warning("noise %g done (%.0f s)", noise, time.perf_counter() - t0)

@@ -8,7 +8,8 @@ from selector_driver import drive
 
 from bots_verl.core import EVIDENCE, SELECTORS, build_selector
 from bots_verl.core.bots_plus import rewards_to_successes
-from bots_verl.core.irt_evidence import IRTEvidence, logit
+from bots_verl.core.irt_evidence import IRTEvidence
+from bots_verl.core.logistic import logit
 
 N = 300
 RNG = np.random.default_rng(8)

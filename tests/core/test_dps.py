@@ -57,22 +57,22 @@ def test_first_observation_on_the_flat_prior():
     assert np.all(sel.alpha[np.arange(N) != 5] == 1.0) and np.all(sel.pi[np.arange(N) != 5] == 1 / 3)
 
 
-def test_a_second_observation_counts_the_transition_from_the_last_state():
-    """partial then partial, d = 1: T[1, :] = .4 and pi_prev = e1, so xi = e(1,1); pi = [3, 7, 3] / 13."""
-    sel = _dps(decay=1.0)
+@pytest.mark.parametrize(
+    ("decay", "row1", "pi"),
+    [
+        # d = 1: T[1, :] = .4 and pi_prev = e1, so xi = e(1,1); row 1 = 4/3 + e1; pi = [3, 7, 3] / 13
+        (1.0, [4 / 3, 7 / 3, 4 / 3], np.array([3, 7, 3]) / 13),
+        # d = 0.7: row 1 first decays to 0.7 * 4/3 + 0.3 = 37/30, then +1 at (1, 1); pi = [30, 67, 30] / 127
+        (0.7, [37 / 30, 67 / 30, 37 / 30], np.array([30, 67, 30]) / 127),
+    ],
+)
+def test_a_second_observation_counts_the_transition_after_the_decay(decay, row1, pi):
+    """partial then partial: the decay pulls old counts to the prior before the new transition is added."""
+    sel = _dps(decay=decay)
     _observe(sel, 0, 1)
     _observe(sel, 0, 1)
-    np.testing.assert_allclose(sel.alpha[0], [[1, 1, 1], [4 / 3, 7 / 3, 4 / 3], [1, 1, 1]], rtol=1e-15)
-    np.testing.assert_allclose(sel.pi[0], np.array([3, 7, 3]) / 13, rtol=1e-14)
-
-
-def test_the_decay_pulls_old_counts_to_the_prior_before_the_new_transition_is_added():
-    """As above with d = 0.7: row 1 becomes 0.7 * 4/3 + 0.3 = 37/30, then +1 at (1, 1); pi = [30, 67, 30] / 127."""
-    sel = _dps(decay=0.7)
-    _observe(sel, 0, 1)
-    _observe(sel, 0, 1)
-    np.testing.assert_allclose(sel.alpha[0], [[1, 1, 1], [37 / 30, 67 / 30, 37 / 30], [1, 1, 1]], rtol=1e-14)
-    np.testing.assert_allclose(sel.pi[0], np.array([30, 67, 30]) / 127, rtol=1e-14)
+    np.testing.assert_allclose(sel.alpha[0], [[1, 1, 1], row1, [1, 1, 1]], rtol=1e-14)
+    np.testing.assert_allclose(sel.pi[0], pi, rtol=1e-14)
 
 
 def test_an_unobserved_step_predicts_forward_and_uses_the_prediction_as_the_last_state():
