@@ -60,7 +60,10 @@ class BetaPosteriorSelector(Selector):
     plug-in's prediction *before* this update (what the previous step assumed for these tasks) against the observed
     rates (AUC for the label ``rate >= 0.5``; paper Sec. 4.5 / Fig. 5 report Pearson ~0.5), and
     ``selection/sampled_p_mean``, ``selection/observed_p_mean``, ``selection/sampled_p_bias`` over the tasks of the
-    last :meth:`select` in this update (the rule's sampled ``p`` against the observed rate; paper Fig. 3).
+    last :meth:`select` in this update (the rule's sampled ``p`` against the observed rate; paper Fig. 3), and
+    ``selection/posterior_mean_mae`` and ``selection/posterior_ess``: the mean absolute gap between the batch's
+    posterior means before this update and its observed rates, and the batch's mean ``alpha + beta`` then (ours, for
+    the gap to the oracle, issue 38).
     """
 
     DEFAULTS: ClassVar[dict[str, Any]] = {
@@ -240,6 +243,10 @@ class BetaPosteriorSelector(Selector):
         out["selection/sampled_p_mean"] = sampled_mean
         out["selection/observed_p_mean"] = observed_mean
         out["selection/sampled_p_bias"] = sampled_mean - observed_mean
+        # issue 38's gap analysis: how far the posterior the batch was chosen on stood from what the batch showed
+        a, b = self.posterior.alpha[indices], self.posterior.beta[indices]
+        out["selection/posterior_mean_mae"] = float(np.abs(a / (a + b) - rates).mean())
+        out["selection/posterior_ess"] = float((a + b).mean())
         return out
 
     def stats(self) -> dict[str, float]:

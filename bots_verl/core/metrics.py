@@ -40,6 +40,7 @@ __all__ = [
     "TTB_DENOMINATORS",
     "Interval",
     "best_so_far",
+    "batch_composition",
     "best_within",
     "bsf",
     "budget_horizon",
@@ -66,6 +67,43 @@ def effective_task_ratio(successes: npt.ArrayLike, attempts: npt.ArrayLike) -> f
     if s.size == 0:
         return float("nan")
     return float(np.mean((s > 0) & (s < n)))
+
+
+def batch_composition(
+    successes: npt.ArrayLike, attempts: npt.ArrayLike, times_selected: npt.ArrayLike
+) -> dict[str, float]:
+    """Where a batch's all-wrong and all-right groups come from: first visits or revisits (issue 38, the gap).
+
+    Args:
+        successes: per task of the batch, its successes.
+        attempts: per task, its rollouts.
+        times_selected: per task, how often it has been selected, this step's selection included (1: a first visit;
+            0, a task updated without being selected, counts as a first visit too).
+
+    Returns:
+        ``batch/all_wrong_frac`` and ``batch/all_right_frac`` (shares of the batch's groups),
+        ``batch/first_visit_frac`` (share of the batch's tasks selected for the first time) and the share of
+        degenerate (all-wrong or all-right) groups among the first visits, ``batch/degenerate_first_frac``, and
+        among the revisits, ``batch/degenerate_revisit_frac`` (each left out where the batch has none of that kind;
+        nothing for an empty batch).
+    """
+    s = np.asarray(successes, dtype=np.float64)
+    n = np.asarray(attempts, dtype=np.float64)
+    if s.size == 0:
+        return {}
+    first = np.asarray(times_selected) <= 1
+    wrong, right = s <= 0, s >= n
+    degenerate = wrong | right
+    out = {
+        "batch/all_wrong_frac": float(wrong.mean()),
+        "batch/all_right_frac": float(right.mean()),
+        "batch/first_visit_frac": float(first.mean()),
+    }
+    if first.any():
+        out["batch/degenerate_first_frac"] = float(degenerate[first].mean())
+    if not first.all():
+        out["batch/degenerate_revisit_frac"] = float(degenerate[~first].mean())
+    return out
 
 
 def pearson(x: npt.ArrayLike, y: npt.ArrayLike) -> float:

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bots_verl.core.memory import check_pool_fits
-from bots_verl.core.metrics import effective_task_ratio
+from bots_verl.core.metrics import batch_composition, effective_task_ratio
 from bots_verl.core.registry import Registry
 from bots_verl.core.similarity import TaskGraph, check_embeddings, impute_reference
 from bots_verl.core.validation import (
@@ -245,6 +245,7 @@ class Selector:
         self.last_batch_stats = {
             "batch/effective_task_ratio": effective_task_ratio(s, n),
             "batch/success_rate": float(s.sum() / n.sum()),
+            **batch_composition(s, n, self.times_selected[idx]),
         }
 
     def stats(self) -> dict[str, float]:

@@ -126,3 +126,37 @@ def test_a_resumed_run_logs_the_same_diagnostics(cut):
     straight, resumed = run(), run(resume_at=3)
     for a, b in zip(straight, resumed, strict=True):
         assert a == pytest.approx(b, nan_ok=True)
+
+
+def test_batch_composition_splits_degenerate_groups_by_first_visit_and_revisit():
+    """Issue 38's gap logging: all-wrong / all-right shares, and degenerate shares among first visits and revisits."""
+    from bots_verl.core.metrics import batch_composition
+
+    s = np.array([0.0, 8.0, 3.0, 0.0, 5.0])
+    n = np.full(5, 8.0)
+    times = np.array([1, 1, 1, 3, 2])  # three first visits (one all-wrong, one all-right), two revisits
+    out = batch_composition(s, n, times)
+    assert out["batch/all_wrong_frac"] == pytest.approx(2 / 5)
+    assert out["batch/all_right_frac"] == pytest.approx(1 / 5)
+    assert out["batch/first_visit_frac"] == pytest.approx(3 / 5)
+    assert out["batch/degenerate_first_frac"] == pytest.approx(2 / 3)
+    assert out["batch/degenerate_revisit_frac"] == pytest.approx(1 / 2)
+    # a batch of first visits only has no revisit share (left out, not NaN: checkpoints compare equal)
+    assert "batch/degenerate_revisit_frac" not in batch_composition(s, n, np.ones(5))
+    assert batch_composition(np.empty(0), np.empty(0), np.empty(0)) == {}
+
+
+def test_selector_logs_batch_composition_and_posterior_gap_without_changing_selection():
+    """The base selector logs the composition; BOTS the pre-update posterior's gap to the observed rates."""
+    rng = np.random.default_rng(0)
+    sel = build_selector("bots", N, reference_pass_rates=REF, seed=3)
+    idx, rates = _step(sel, rng)
+    st = sel.stats()
+    assert st["batch/first_visit_frac"] == 1.0 and "batch/degenerate_revisit_frac" not in st
+    # before the first update every posterior mean is the flat prior's 0.5
+    assert st["selection/posterior_mean_mae"] == pytest.approx(np.abs(0.5 - rates).mean())
+    assert st["selection/posterior_ess"] == pytest.approx(2.0)
+    a, b = sel.alpha.copy(), sel.beta.copy()
+    idx, rates = _step(sel, rng)
+    assert sel.stats()["selection/posterior_mean_mae"] == pytest.approx(np.abs(a[idx] / (a + b)[idx] - rates).mean())
+    assert sel.stats()["selection/posterior_ess"] == pytest.approx((a + b)[idx].mean())
