@@ -27,7 +27,8 @@ def ray_attach():
     with pytest.MonkeyPatch.context() as env:
         env.setenv("HF_HUB_OFFLINE", "1")
         env.setenv("TOKENIZERS_PARALLELISM", "false")
-        cluster = SharedRayCluster(num_cpus=MIN_RAY_CPUS, num_gpus=1).start()
+        # two logical GPUs: the actor's, and a separate_async run's standalone rollout
+        cluster = SharedRayCluster(num_cpus=MIN_RAY_CPUS, num_gpus=2).start()
 
     def attach() -> dict[str, str]:
         cluster.wait_idle()

@@ -83,7 +83,7 @@ def _check_separate_async(config: DictConfig) -> None:
     if rollout.checkpoint_engine.get("backend", "naive") == "naive":
         problems.append(
             "actor_rollout_ref.rollout.checkpoint_engine.backend=naive cannot sync weights to a separate rollout "
-            "pool; use nccl, nixl or mooncake"
+            "pool; use nccl, nixl or mooncake (on GPUs) or cpu_gloo (trainer.device=cpu, its default there)"
         )
     if problems:
         raise ValueError("trainer.v1.trainer_mode=separate_async: " + "; ".join(problems))

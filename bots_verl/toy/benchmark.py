@@ -70,6 +70,13 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "greso_ds": ("greso", _DYNAMIC_SAMPLING),
     # paper BOTS in verl's colocate_async trainer (issue 25): the next step's prompts are out while this step trains
     "bots_async": ("bots", ("trainer.v1.trainer_mode=colocate_async",)),
+    # paper BOTS in verl's separate_async trainer (issue 35): the hf rollout on a logical GPU of its own keeps
+    # generating while the actor trains, its weights synced after every step by the cpu_gloo checkpoint engine
+    # (bots_verl/verl_cpu/checkpoint_engine.py); one weight sync per step, as in bots_async
+    "bots_separate": (
+        "bots",
+        ("trainer.v1.trainer_mode=separate_async", "trainer.v1.separate_async.parameter_sync_step=1"),
+    ),
     # ours (issue 24): the warm start with each step's rollouts split by its posterior (bots_verl/core/allocation.py)
     "bots_warm_alloc": ("bots_warm", ("bots.rollout_allocation.mode=posterior",)),
     # the ceiling (issue 38, item 1): every step the B tasks nearest p* = 0.5 of the true pass rates, computed exactly
@@ -182,6 +189,12 @@ def arm_settings(arm: str) -> tuple[str, tuple[str, ...]]:
     selector, extra = VARIANTS.get(arm, (arm, ()))
     SELECTORS.lookup(selector)
     return selector, extra
+
+
+def _cluster_gpus(plan: list[tuple[str, int]]) -> int:
+    """Logical GPUs a shared cluster needs for the plan's arms: the actor's, plus a separate_async rollout's."""
+    separate = any("trainer.v1.trainer_mode=separate_async" in arm_settings(arm)[1] for arm, _ in plan)
+    return 2 if separate else 1
 
 
 def training_overrides(
@@ -709,7 +722,7 @@ def _run_benchmark(
             # one cluster per run in flight: a cluster serves one run at a time (TransferQueue's fixed actor names)
             clusters = queue.Queue()
             for _ in range(min(jobs, len(pending))):
-                clusters.put(stack.enter_context(SharedRayCluster(num_cpus=MIN_RAY_CPUS, num_gpus=1)))
+                clusters.put(stack.enter_context(SharedRayCluster(num_cpus=MIN_RAY_CPUS, num_gpus=_cluster_gpus(plan))))
         pool = ThreadPoolExecutor(max_workers=jobs)
         try:
             futures = [

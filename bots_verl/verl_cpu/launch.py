@@ -5,15 +5,16 @@
 1. **Settings.** Every key of ``bots_verl/config/cpu_backend.yaml`` (fsdp2 in float32, eager attention, no
    torch.compile, one logical GPU, one storage unit for TransferQueue, ``rollout.name=hf``, ...) is applied unless
    the command line sets that key itself (so ``trainer.device=cpu`` alone is a working CPU config, and any key can
-   still be overridden).
+   still be overridden). With ``trainer.v1.trainer_mode=separate_async``, :data:`SEPARATE_ASYNC_SETTINGS` too: the
+   rollout on one logical GPU of its own, synced by the ``cpu_gloo`` checkpoint engine (:mod:`.checkpoint_engine`).
 2. **Environment.** ``VERL_USE_EXTERNAL_MODULES=bots_verl.verl_cpu.register`` and ``VERL_PLATFORM=cpu`` (plus
    ``OMP_NUM_THREADS`` and ``TOKENIZERS_PARALLELISM``) go into this process and into
    ``ray_kwargs.ray_init.runtime_env.env_vars``, which verl's ``run_ppo`` passes to ``ray.init``, so the task
    runner, workers, rollout server, agent-loop and reward workers all load the backend.
-3. **Ray.** ``ray_kwargs.ray_init`` gets ``num_gpus`` = the training ranks (logical GPUs: verl's resource pools
-   ask for GPU bundles) and ``num_cpus`` >= :data:`MIN_RAY_CPUS` (logical: TransferQueue's actors hang on a
-   2-core box with fewer); with ``RAY_ADDRESS`` set, the run attaches to that cluster instead
-   (:mod:`bots_verl.verl_cpu.cluster`).
+3. **Ray.** ``ray_kwargs.ray_init`` gets ``num_gpus`` = the training ranks plus, in ``separate_async``, the
+   standalone rollout's (logical GPUs: verl's resource pools ask for GPU bundles) and ``num_cpus`` >=
+   :data:`MIN_RAY_CPUS` (logical: TransferQueue's actors hang on a 2-core box with fewer); with ``RAY_ADDRESS`` set,
+   the run attaches to that cluster instead (:mod:`bots_verl.verl_cpu.cluster`).
 """
 
 from __future__ import annotations
@@ -34,19 +35,45 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "CPU_PROFILE",
     "MIN_RAY_CPUS",
+    "SEPARATE_ASYNC_SETTINGS",
     "activate",
     "apply_cpu_settings",
     "check_cpu_settings",
     "env_vars",
     "override_keys",
     "prepare",
+    "separate_async",
     "set_ray_init",
+    "standalone_rollout_gpus",
     "uses_cpu_backend",
 ]
 
 CPU_PROFILE = Path(__file__).resolve().parent.parent / "config" / "cpu_backend.yaml"
 MODULE = "bots_verl.verl_cpu.register"
 MIN_RAY_CPUS = 8
+#: the checkpoint engine that syncs a separate rollout on CPU (bots_verl.verl_cpu.checkpoint_engine.BACKEND; not
+#: imported here: that module imports verl, which must not pick a platform before the backend is active)
+CPU_CHECKPOINT_ENGINE = "cpu_gloo"
+#: ``separate_async`` on CPU, unless the command line sets a key: the rollout on one logical GPU of its own (verl's
+#: default is a standalone pool of 8 per node), synced by the CPU checkpoint engine (verl refuses ``naive`` there)
+SEPARATE_ASYNC_SETTINGS: dict[str, Any] = {
+    "actor_rollout_ref.rollout.nnodes": 1,
+    "actor_rollout_ref.rollout.n_gpus_per_node": 1,
+    "actor_rollout_ref.rollout.checkpoint_engine.backend": CPU_CHECKPOINT_ENGINE,
+}
+
+
+def separate_async(config: DictConfig) -> bool:
+    """True when the run uses verl's ``separate_async`` trainer (the rollout on resources of its own)."""
+    return str(config.trainer.get("v1", {}).get("trainer_mode", "sync")) == "separate_async"
+
+
+def standalone_rollout_gpus(config: DictConfig) -> int:
+    """Logical GPUs of the standalone rollout pool (``separate_async``), 0 in the other modes."""
+    if not separate_async(config):
+        return 0
+    rollout = config.actor_rollout_ref.rollout
+    return int(rollout.get("nnodes", 0) or 0) * int(rollout.get("n_gpus_per_node", 0) or 0)
 
 
 def uses_cpu_backend(config: DictConfig) -> bool:
@@ -136,6 +163,12 @@ def apply_cpu_settings(config: DictConfig, user_keys: Iterable[str] = ()) -> lis
                 continue
             OmegaConf.update(config, key, value, force_add=True)
             applied.append(f"{key}={value}")
+        if separate_async(config):
+            for key, value in SEPARATE_ASYNC_SETTINGS.items():
+                if key in user or OmegaConf.select(config, key, default=None) == value:
+                    continue
+                OmegaConf.update(config, key, value, force_add=True)
+                applied.append(f"{key}={value}")
     return applied
 
 
@@ -148,7 +181,7 @@ def set_ray_init(config: DictConfig, env: dict[str, str]) -> None:
     Raises:
         ValueError: if the command line set ``ray_kwargs.ray_init.num_cpus`` while ``RAY_ADDRESS`` is set.
     """
-    ranks = int(config.trainer.n_gpus_per_node) * int(config.trainer.nnodes)
+    ranks = int(config.trainer.n_gpus_per_node) * int(config.trainer.nnodes) + standalone_rollout_gpus(config)
     address = attached_address()
     with open_dict(config):
         ray_init = config.ray_kwargs.ray_init
@@ -213,5 +246,11 @@ def check_cpu_settings(config: DictConfig) -> None:
         problems.append(f"trainer.nnodes={config.trainer.nnodes} (the CPU backend runs on one machine)")
     if config.actor_rollout_ref.model.get("use_remove_padding", False):
         problems.append("actor_rollout_ref.model.use_remove_padding=true (needs flash-attn kernels)")
+    backend = rollout.get("checkpoint_engine", {}).get("backend", "naive")
+    if separate_async(config) and backend != CPU_CHECKPOINT_ENGINE:
+        problems.append(
+            f"actor_rollout_ref.rollout.checkpoint_engine.backend={backend} (separate_async on CPU syncs the rollout "
+            f"with {CPU_CHECKPOINT_ENGINE!r}; verl's other engines need CUDA, an NPU or RDMA)"
+        )
     if problems:
         raise ValueError("trainer.device=cpu cannot run with: " + "; ".join(problems))

@@ -2,10 +2,9 @@
 ``ReplayBufferAsync`` and the sampler; the rollout is replaced by trajectories written the way verl's agent loop
 writes them (with the policy-version tags ``min_global_steps`` / ``max_global_steps``).
 
-``separate_async`` cannot run on the CPU backend (it needs an nccl/nixl/mooncake weight sync; see the README's
-"Running BOTS in verl"; ``colocate_async`` runs end to end in ``test_async_e2e_on_cpu.py``), and the fault cases
-(stale, failed and lost groups, a lagging weight sync) cannot be provoked on demand in a real run, so what an async
-step does around BOTS is driven here by hand:
+Both async modes also run end to end on the CPU backend (``test_async_e2e_on_cpu.py``; ``separate_async`` syncs its
+rollout with the ``cpu_gloo`` checkpoint engine), but the fault cases (stale, failed and lost groups, a lagging weight
+sync) cannot be provoked on demand in a real run, so what an async step does around BOTS is driven here by hand:
 dispatch (the sampler yields, verl assigns uids and registers the prompts), generation (trajectories appear), the
 replay buffer's sample (training takes some groups, evicts others), and the posterior update of the trained batch.
 """

@@ -71,6 +71,37 @@ def test_ray_gets_logical_gpus_cpus_and_the_backend_environment(monkeypatch):
     assert "bots_verl.verl_cpu.register" in env_vars["VERL_USE_EXTERNAL_MODULES"].split(",")
 
 
+SEPARATE = ["trainer.v1.trainer_mode=separate_async", "trainer.v1.separate_async.parameter_sync_step=1"]
+
+
+def test_separate_async_gets_a_rollout_gpu_of_its_own_and_the_cpu_checkpoint_engine(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    config = _compose(*SEPARATE)
+    applied = launch.apply_cpu_settings(config, launch.override_keys(SEPARATE))
+    rollout = config.actor_rollout_ref.rollout
+    assert rollout.checkpoint_engine.backend == "cpu_gloo" and "rollout.checkpoint_engine.backend=cpu_gloo" in " ".join(
+        applied
+    )
+    assert rollout.nnodes == 1 and rollout.n_gpus_per_node == 1 and launch.standalone_rollout_gpus(config) == 1
+    launch.check_cpu_settings(config)
+    launch.set_ray_init(config, launch.env_vars())
+    assert config.ray_kwargs.ray_init.num_gpus == 2  # the actor's logical GPU and the standalone rollout's
+    # the other modes keep verl's naive sync and no standalone pool
+    sync = _compose()
+    launch.apply_cpu_settings(sync)
+    assert sync.actor_rollout_ref.rollout.checkpoint_engine.backend == "naive"
+    assert launch.standalone_rollout_gpus(sync) == 0
+
+
+def test_separate_async_on_cpu_refuses_a_gpu_checkpoint_engine():
+    user = [*SEPARATE, "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl"]
+    config = _compose(*user)
+    launch.apply_cpu_settings(config, launch.override_keys(user))
+    assert config.actor_rollout_ref.rollout.checkpoint_engine.backend == "nccl"  # the command line wins ...
+    with pytest.raises(ValueError, match="checkpoint_engine.backend=nccl.*'cpu_gloo'"):
+        launch.check_cpu_settings(config)  # ... and is refused before Ray starts
+
+
 def test_a_run_attaches_to_the_cluster_in_ray_address_without_resource_arguments(monkeypatch):
     # ray.init refuses num_cpus/num_gpus when it attaches (bots_verl.verl_cpu.cluster shares one cluster)
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
