@@ -9,9 +9,11 @@ per task every rollout right, alternating right and wrong, or every rollout wron
 the scripted successes and attempts of every selected task (checked by replaying the run in the numpy core, bit for
 bit), and a wrong expectation must fail that check.
 
-The three domains' runs attach to the session's Ray cluster (``ray_attach``: one cluster start saved per run); the
-runs whose reward workers need this process's environment (the SandboxFusion proxy bypass, a missing bubblewrap)
-start a cluster of their own, as a user's run does.
+Every run attaches to the session's Ray cluster (``ray_attach``: one cluster start saved per run). An attached run's
+workers inherit the cluster's environment, not this process's: the runs whose reward workers need a variable of their
+own (the SandboxFusion proxy bypass, a missing bubblewrap) pass it through the job's runtime environment
+(``+ray_kwargs.ray_init.runtime_env.env_vars.*``, which the CPU backend merges with its own), as a user's run on a
+shared cluster would.
 """
 
 from __future__ import annotations
@@ -120,7 +122,14 @@ def test_the_bots_recipe_trains_on_cpu_and_the_posterior_gets_the_known_answers(
     _checked_run(domain, data_dir, scripts[domain], tmp_path / "runs", **ray_attach())
 
 
-def test_code_scored_on_a_sandbox_fusion_server_inside_verls_reward_workers(data_dir, scripts, tmp_path, monkeypatch):
+def _worker_env(**env: str) -> list[str]:
+    """Overrides that set ``env`` in every Ray worker of the run (its job's runtime environment)."""
+    return [f"+ray_kwargs.ray_init.runtime_env.env_vars.{key}={value}" for key, value in env.items()]
+
+
+def test_code_scored_on_a_sandbox_fusion_server_inside_verls_reward_workers(
+    data_dir, scripts, tmp_path, monkeypatch, ray_attach
+):
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     monkeypatch.setenv("no_proxy", "127.0.0.1")
     with fake_sandbox_fusion() as server:
@@ -130,19 +139,26 @@ def test_code_scored_on_a_sandbox_fusion_server_inside_verls_reward_workers(data
             scripts["code"],
             tmp_path / "runs",
             f"+reward.custom_reward_function.reward_kwargs.sandbox_fusion_url={server.url}",
+            *_worker_env(NO_PROXY="127.0.0.1", no_proxy="127.0.0.1"),
+            **ray_attach(),
         )
         # the programs reached the server from verl's reward workers (one request per test run)
         assert len(server.requests) >= STEPS * 4 * N
         assert any("sum(" in r["code"] for r in server.requests)
 
 
-def test_a_reward_worker_without_bubblewrap_stops_the_run_and_names_the_package(data_dir, scripts, tmp_path):
+def test_a_reward_worker_without_bubblewrap_stops_the_run_and_names_the_package(
+    data_dir, scripts, tmp_path, ray_attach
+):
+    missing = str(tmp_path / "no" / "bwrap")
     proc = run_recipe(
         "run_code_qwen2.5_1.5b_bots.sh",
         data_dir,
         tmp_path / "runs",
         f"+actor_rollout_ref.rollout.custom.known_answers={scripts['code']}",
-        BOTS_BWRAP=str(tmp_path / "no" / "bwrap"),
+        *_worker_env(BOTS_BWRAP=missing),
+        BOTS_BWRAP=missing,
+        **ray_attach(),
     )
     assert proc.returncode != 0
     output = proc.stdout + proc.stderr
