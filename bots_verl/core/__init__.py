@@ -27,6 +27,7 @@ from bots_verl.core import irt_evidence as _irt_evidence  # noqa: F401
 from bots_verl.core import neighbour_evidence as _neighbour_evidence  # noqa: F401
 from bots_verl.core import noref_selectors as _noref_selectors  # noqa: F401
 from bots_verl.core import oracle as _oracle  # noqa: F401
+from bots_verl.core import residual_evidence as _residual_evidence  # noqa: F401
 from bots_verl.core.allocation import ROLLOUT_ALLOCATIONS
 from bots_verl.core.beta_selectors import BetaPosteriorSelector
 from bots_verl.core.evidence import EVIDENCE, ImplicitEvidence

@@ -88,11 +88,16 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "bots_ref5": ("bots_partial_ref", ()),
     # issue 36: no reference columns; each step's explicit evidence spreads to similar tasks
     "bots_noref": ("bots_noref", ()),
+    # issue 38, item 4: every reference column, and the interpolation's error learnt over the task graph from each
+    # step's explicit evidence (core/residual_evidence.py; predicted in bots_verl/sim/gap_results.md)
+    "bots_ref_graph": ("bots_ref_graph", ()),
 }
 
 #: issue 36's arms -> the labelled subset (bots_verl.toy.similarity.LABELLED_SUBSETS) whose reference columns they read
 #: (None: none); they train on the build's task embeddings and, with a subset, on its train_labelled.parquet
 LABELLED_ARMS: dict[str, str | None] = {"bots_ref10": "ref10", "bots_ref5": "ref5", "bots_noref": None}
+#: arms that read every reference column and the build's task embeddings (the task graph) too
+GRAPH_ARMS: frozenset[str] = frozenset({"bots_ref_graph"})
 
 
 @dataclass(frozen=True)
@@ -210,13 +215,14 @@ def training_overrides(
     model = models[str(seed % len(models))]
     rows = profile.prompts * profile.n
     train_files, references, similarity = art["train_files"], art["reference_columns"], []
-    if arm in LABELLED_ARMS:
+    if arm in LABELLED_ARMS or arm in GRAPH_ARMS:
         if "task_embeddings" not in art:
             raise ValueError(f"arm {arm!r} needs the build's task embeddings: rerun bots_verl.toy.prepare on it")
+        similarity = [f"bots.task_embeddings={Path(art['task_embeddings']).resolve()}"]
+    if arm in LABELLED_ARMS:
         subset = LABELLED_ARMS[arm]
         references = [] if subset is None else art["labelled_columns"][subset]
         train_files = train_files if subset is None else art["labelled_train_files"]
-        similarity = [f"bots.task_embeddings={Path(art['task_embeddings']).resolve()}"]
     refs = ",".join(references)
     return [
         "trainer.device=cpu",
