@@ -9,11 +9,14 @@ Every Ray process then imports :mod:`.register` through verl's ``VERL_USE_EXTERN
 - verl's FSDP engines for device ``cpu`` and the ``hf`` rollout (:mod:`.hooks`): a ``RolloutReplica`` whose server
   actor (:mod:`.hf_server`) batches concurrent requests and generates with transformers (:mod:`.sampling`), plus the
   ``BaseRollout`` adapter that hands it the trainer's weights (:mod:`.hf_rollout`);
+- the ``cpu_gloo`` checkpoint engine (:mod:`.checkpoint_engine`): the weight sync of verl's ``separate_async``
+  trainer, from the actor to a standalone ``hf`` replica, broadcast in buckets over gloo;
 - two compat fixes (:mod:`.compat`): plain gloo process groups and unpinned reference-model offload.
 
 The CPU settings also select the agent-loop manager of :mod:`.agent_loop` (verl's TransferQueue manager, with one
 reward call and one TransferQueue write per prompt group instead of per rollout, writing the same records). Everything
-else (TransferQueue, agent loop, reward loop, replay buffer, FSDP, checkpoints, weight sync) is verl's own code. The
-private verl names this relies on are pinned in :mod:`bots_verl.integration.safety.verl_pins`. This package's
+else (TransferQueue, agent loop, reward loop, replay buffer, FSDP, checkpoints, the weight-sync manager) is verl's
+own code. The private verl names this relies on are pinned in :mod:`bots_verl.integration.safety.verl_pins`. This
+package's
 ``__init__`` imports nothing, so the rollout server process (which needs only torch and transformers) stays light.
 """

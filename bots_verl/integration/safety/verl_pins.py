@@ -179,6 +179,25 @@ PINS: dict[str, tuple[str, str]] = {
         "33ea28ad74a3d0164f475629b8e33cb8f5e6b99aeb1578a024e632785f63eaba",
         "weights reach the standalone rollout as version global_steps after the step (staleness: lag = t - 1 - v)",
     ),
+    # [separate_async on CPU] bots_verl.verl_cpu.checkpoint_engine (cpu_gloo), hf_rollout (standalone replica)
+    "verl.checkpoint_engine.base:split_weight_chunks": (
+        "ffa53988596348a613ee082a8ba166d3f6885c4ac0f33956f30b4bab3386dab7",
+        "cpu_gloo packs the chunks it yields (uint8 views, at most bucket_size bytes each) into its buckets",
+    ),
+    "verl.checkpoint_engine.base:merge_weight_chunks": (
+        "239c4caf9c74255a32dd7e23757ad4db487b069bf9209de6eaa245a491863378",
+        "cpu_gloo's receiver rebuilds tensors with it; small tensors are views of the chunk (aligned offsets needed)",
+    ),
+    "verl.checkpoint_engine.base:CheckpointEngineWorker": (
+        "61d4bf91141135dc78960c9577a79e9639b88fa806ee281592816d32ddb6e2e7",
+        "builds the engine with bucket_size and engine_kwargs only, hands receive_weights (an async generator) to "
+        "HFServerAdapter.update_weights, and passes replica_rank to the adapter",
+    ),
+    "verl.checkpoint_engine.base:CheckpointEngineManager.update_weights": (
+        "7dc90230efef777a647bfc35fc21c7bddababcf35b4b870ef57655e1f42bad3e",
+        "the lifecycle cpu_gloo follows every sync: abort, prepare, build_topology, init_process_group, send/receive, "
+        "finalize",
+    ),
     "verl.trainer.ppo.v1.replay_buffer:ReplayBufferAsync": (
         "26c6f64d5fa7c44099ae79ecfbb0a8c754a5ce104699ca85ed4a7c234482a81c",
         "stale/failed/DAPO groups evicted by clearing their prompt key (the in-flight ledger follows the registry); "
