@@ -104,6 +104,17 @@ def test_no_paired_statistics_without_random(tmp_path: Path) -> None:
     assert "paired" not in summary and not tables and not (tmp_path / "paired.json").exists()
 
 
+def test_a_separate_async_arm_gets_a_shared_cluster_with_a_logical_gpu_for_its_rollout() -> None:
+    from bots_verl.toy.benchmark import _cluster_gpus, arm_settings
+
+    assert arm_settings("bots_separate") == (
+        "bots",
+        ("trainer.v1.trainer_mode=separate_async", "trainer.v1.separate_async.parameter_sync_step=1"),
+    )
+    assert _cluster_gpus([("bots", 0), ("bots_separate", 0)]) == 2
+    assert _cluster_gpus([("bots", 0), ("bots_async", 1)]) == 1
+
+
 def test_an_unknown_arm_is_refused_by_the_dry_run(capsys) -> None:
     from bots_verl.toy.benchmark import arm_settings, main
 
