@@ -1,4 +1,4 @@
-"""BOTS in verl's ``colocate_async`` trainer, end to end on the CPU backend: nothing faked.
+"""BOTS in verl's ``colocate_async`` and ``separate_async`` trainers, end to end on the CPU backend: nothing faked.
 
 ``python -m bots_verl.main trainer.device=cpu trainer.v1.trainer_mode=colocate_async ...`` on the toy task: verl's
 real asynchronous trainer (prompts of the next step dispatched while this step trains, weights pushed to the ``hf``
@@ -15,8 +15,11 @@ which K's rerun checks on a checkpoint whose run was killed; it was dropped to s
 Ray cluster of its own (it is killed with it); the other runs attach to the session's cluster (``ray_attach``), which
 saves each a cluster's start and stop.
 
-(``separate_async`` cannot run here: verl's ``trainer_separate_async.py`` asserts a checkpoint engine other than
-``naive``, and the CPU backend has only ``naive``; ``test_async_on_cpu.py`` tests its posterior side.)
+``trainer.v1.trainer_mode=separate_async``: the ``hf`` rollout on a logical GPU of its own keeps generating while the
+actor trains, and verl's ``CheckpointEngineManager`` syncs it after every step through the ``cpu_gloo`` checkpoint
+engine (``bots_verl/verl_cpu/checkpoint_engine.py``; bit for bit in ``tests/verl_cpu/test_checkpoint_engine.py``). One
+run, to keep CI short: **KS**, SIGKILLed once its step-2 checkpoint is written and rerun in the same directory. Every
+count it is checked on is known in advance (prompts x rollouts per step), so it needs no uninterrupted twin.
 """
 
 from __future__ import annotations
@@ -45,10 +48,19 @@ def toy(tmp_path_factory) -> dict[str, str]:
     return build_toy(tmp_path_factory.mktemp("toy_async"))
 
 
-def _overrides(toy: dict[str, str], work: Path, run_log: str = "run") -> list[str]:
+#: verl's settings of each async mode for these runs (separate_async: one weight sync per step, as colocate_async)
+MODES = {
+    "colocate_async": ("trainer.v1.trainer_mode=colocate_async",),
+    "separate_async": ("trainer.v1.trainer_mode=separate_async", "trainer.v1.separate_async.parameter_sync_step=1"),
+}
+#: verl's trainer.v1.sampler.max_off_policy_threshold default: no trained group may be older
+MAX_LAG = 8
+
+
+def _overrides(toy: dict[str, str], work: Path, run_log: str = "run", mode: str = "colocate_async") -> list[str]:
     return [
         *toy_overrides(toy, prompts=PROMPTS, n=N),
-        "trainer.v1.trainer_mode=colocate_async",
+        *MODES[mode],
         f"trainer.total_training_steps={STEPS}",
         "trainer.save_freq=2",
         f"trainer.default_local_dir={work / 'ckpt'}",
@@ -64,16 +76,20 @@ def run_a(toy, tmp_path_factory, ray_attach) -> Path:
     return work
 
 
+def _assert_each_trained_rollout_counted_once(metrics: dict[int, dict]) -> None:
+    for step, m in metrics.items():
+        # every rollout of every trained group reached the posterior once
+        assert m["bots/rollouts"] == ROWS, step
+        assert m["bots/posterior_rollouts_total"] == ROWS * step, step
+        assert m["bots/dispatched"] == PROMPTS and m["bots/repeat_dispatches"] == 0, step
+        # the next step's prompts were already out when this step's batch was trained: verl really ran ahead
+        assert m["bots/inflight_groups"] > 0, step
+
+
 def test_colocate_async_trains_with_bots_and_weighs_evidence_by_its_age(run_a):
     metrics = read_metrics(run_a / "run")
     assert sorted(metrics) == list(range(1, STEPS + 1))
-    for step, m in metrics.items():
-        # every rollout of every trained group reached the posterior once
-        assert m["bots/rollouts"] == ROWS
-        assert m["bots/posterior_rollouts_total"] == ROWS * step
-        assert m["bots/dispatched"] == PROMPTS and m["bots/repeat_dispatches"] == 0
-        # the next step's prompts were already out when this step's batch was trained: verl really ran ahead
-        assert m["bots/inflight_groups"] > 0
+    _assert_each_trained_rollout_counted_once(metrics)
     # step 1 trains the starting policy's rollouts; later steps train rollouts one policy version old
     assert metrics[1]["bots/lag_max"] == 0
     assert all(metrics[s]["bots/lag_max"] <= 1 for s in range(2, STEPS + 1))
@@ -133,3 +149,34 @@ def test_a_killed_async_run_resumes_as_if_never_killed(run_a, run_k):
     assert resumed[4]["bots/posterior_rollouts_total"] == uninterrupted[4]["bots/posterior_rollouts_total"]
     state = checkpoint_sampler_state(run_k / "ckpt" / f"global_step_{STEPS}" / "data.pt")
     assert state["updates"] == STEPS and state["attempts"] == ROWS * STEPS
+
+
+@pytest.fixture(scope="module")
+def run_ks(toy, tmp_path_factory, ray_attach) -> Path:
+    """separate_async SIGKILLed after its step-2 checkpoint (run log ``run``), rerun in a new process (``rerun``)."""
+    work = tmp_path_factory.mktemp("separate_k")
+    _kill_after_checkpoint(_overrides(toy, work, mode="separate_async"), work, step=2)
+    proc = run_main(_overrides(toy, work, run_log="rerun", mode="separate_async"), cwd=work, attach=ray_attach())
+    assert proc.returncode == 0, tail(proc)
+    return work
+
+
+def test_separate_async_trains_with_bots_on_cpu_and_resumes_exactly_after_a_kill(run_ks):
+    killed = read_metrics(run_ks / "run")
+    assert {1, 2} <= set(killed) and 4 not in killed
+    resumed = read_metrics(run_ks / "rerun")
+    assert sorted(resumed) == [3, 4]  # from the step-2 checkpoint: its posterior, not the prior
+    metrics = {**{s: m for s, m in killed.items() if s <= 2}, **resumed}
+    # every trained rollout counted once, across the kill: the in-flight prompts were re-dispatched and counted once
+    _assert_each_trained_rollout_counted_once(metrics)
+    state = checkpoint_sampler_state(run_ks / "ckpt" / f"global_step_{STEPS}" / "data.pt")
+    assert state["updates"] == STEPS and state["attempts"] == ROWS * STEPS
+    # evidence weighed by its lag: step 1 trains the starting policy's rollouts, later steps older ones, never
+    # older than verl's off-policy threshold
+    assert metrics[1]["bots/lag_max"] == 0
+    assert all(0 <= m["bots/lag_max"] <= MAX_LAG for m in metrics.values())
+    assert any(metrics[s]["bots/lag_mean"] > 0 for s in range(2, STEPS + 1))
+    # the weights went to the separate rollout through cpu_gloo after every step: the whole model each time
+    sent = {m["cpu_gloo/bytes"] for m in metrics.values()}
+    assert len(sent) == 1 and sent.pop() > 0
+    assert all(m["cpu_gloo/buckets"] >= 1 for m in metrics.values())
