@@ -107,6 +107,9 @@ class GlooCheckpointEngine(CheckpointEngine):
         host: address the master's store listens on; by default Ray's address of this node (``127.0.0.1`` outside
             Ray).
 
+    ``timeout_s`` and ``host`` come from verl's ``checkpoint_engine.engine_kwargs.cpu_gloo`` (e.g.
+    ``+actor_rollout_ref.rollout.checkpoint_engine.engine_kwargs.cpu_gloo.timeout_s=1200``).
+
     Raises:
         ValueError: for a bucket size or timeout that is not positive.
     """
@@ -124,7 +127,6 @@ class GlooCheckpointEngine(CheckpointEngine):
         self.world_size: int | None = None
         self._store: dist.Store | None = None
         self._group: Any = None
-        self._syncs = 0
 
     # ------------------------------------------------------------------------------------------------ topology
     def prepare(self) -> GlooMaster | None:
@@ -176,7 +178,6 @@ class GlooCheckpointEngine(CheckpointEngine):
             raise ValueError(f"{BACKEND}: rank {rank} outside a group of {world_size}")
         if self._store is None:
             self._store = dist.TCPStore(master.host, master.port, is_master=False, timeout=self.timeout)
-        self._syncs += 1
         store = dist.PrefixStore(f"{BACKEND}/{master.port}", self._store)
         self._group = dist.ProcessGroupGloo(store, self.rank, self.world_size, self.timeout)
         logger.info("%s: rank %d of %d joined the weight-sync group", BACKEND, self.rank, self.world_size)
