@@ -24,23 +24,28 @@ PROFILE = PROFILES["ci"]
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory) -> Path:
-    from bots_verl.toy.prepare import prepare
-
-    out = tmp_path_factory.mktemp("oracle") / "data"
-    prepare(out, seed=0, profile="ci", jobs=1)
-    return out
+def data(ci_data: Path) -> Path:
+    return ci_data
 
 
 @pytest.fixture(scope="module")
-def run(data: Path) -> Path:
-    """The oracle arm's seed-0 run of the ci profile; every step's checkpoint is kept (the benchmark keeps the last)."""
+def run(data: Path, ray_attach) -> Path:
+    """The oracle arm's seed-0 run of the ci profile; every step's checkpoint is kept (the benchmark keeps the last).
+
+    It attaches to the session's Ray cluster (one cluster start and stop saved), as the benchmark's runs attach to
+    its own clusters."""
     from bots_verl.verl_cpu.smoke import run_training
 
-    manifest = json.loads((data / "manifest.json").read_text())
-    run_dir = data.parent / "runs" / "oracle_s0"
-    run_dir.mkdir(parents=True)
-    run_training(training_overrides(manifest, PROFILE, "oracle", 0, run_dir), run_dir, run_dir / "train.log", 900)
+    mp = pytest.MonkeyPatch()
+    try:
+        for key, value in ray_attach().items():
+            mp.setenv(key, value)
+        manifest = json.loads((data / "manifest.json").read_text())
+        run_dir = data.parent / "runs" / "oracle_s0"
+        run_dir.mkdir(parents=True)
+        run_training(training_overrides(manifest, PROFILE, "oracle", 0, run_dir), run_dir, run_dir / "train.log", 900)
+    finally:
+        mp.undo()
     return run_dir
 
 
