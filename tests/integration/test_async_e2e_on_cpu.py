@@ -127,6 +127,12 @@ def _kill_after_checkpoint(overrides: list[str], work: Path, step: int, timeout:
         psutil.wait_procs(family, timeout=30)
 
 
+def _killed_after_the_step_2_checkpoint(killed: dict[int, dict]) -> bool:
+    """The killed run's log: step 1, perhaps step 2, never step 4. verl writes a step's checkpoint before it logs the
+    step's metrics, so a kill right after the step-2 checkpoint may come before step 2's line (seen under load)."""
+    return 1 in killed and 4 not in killed
+
+
 @pytest.fixture(scope="module")
 def run_k(toy, tmp_path_factory, ray_attach) -> Path:
     """A run SIGKILLed after its step-2 checkpoint (run log ``run``), then rerun in the same directory
@@ -140,7 +146,7 @@ def run_k(toy, tmp_path_factory, ray_attach) -> Path:
 
 def test_a_killed_async_run_resumes_as_if_never_killed(run_a, run_k):
     killed = read_metrics(run_k / "run")
-    assert {1, 2} <= set(killed) and 4 not in killed
+    assert _killed_after_the_step_2_checkpoint(killed)
     # the rerun resumed from the step-2 checkpoint: it trained steps 3 and 4 only
     resumed = read_metrics(run_k / "rerun")
     assert sorted(resumed) == [3, 4]
@@ -163,7 +169,7 @@ def run_ks(toy, tmp_path_factory, ray_attach) -> Path:
 
 def test_separate_async_trains_with_bots_on_cpu_and_resumes_exactly_after_a_kill(run_ks):
     killed = read_metrics(run_ks / "run")
-    assert {1, 2} <= set(killed) and 4 not in killed
+    assert _killed_after_the_step_2_checkpoint(killed)
     resumed = read_metrics(run_ks / "rerun")
     assert sorted(resumed) == [3, 4]  # from the step-2 checkpoint: its posterior, not the prior
     metrics = {**{s: m for s, m in killed.items() if s <= 2}, **resumed}
@@ -175,7 +181,7 @@ def test_separate_async_trains_with_bots_on_cpu_and_resumes_exactly_after_a_kill
     # older than verl's off-policy threshold
     assert metrics[1]["bots/lag_max"] == 0
     assert all(0 <= m["bots/lag_max"] <= MAX_LAG for m in metrics.values())
-    assert any(metrics[s]["bots/lag_mean"] > 0 for s in range(2, STEPS + 1))
+    assert any(m["bots/lag_mean"] > 0 for s, m in metrics.items() if s >= 2)
     # the weights went to the separate rollout through cpu_gloo after every step: the whole model each time
     sent = {m["cpu_gloo/bytes"] for m in metrics.values()}
     assert len(sent) == 1 and sent.pop() > 0
