@@ -209,7 +209,9 @@ def test_summarize_finished_analyses_only_finished_runs(bench, tmp_path) -> None
 
 def test_a_longer_horizon_extends_the_finished_runs(bench, tmp_path) -> None:
     """A profile with more steps trains the finished runs on from their final checkpoint: the evaluated steps stay,
-    the new ones are evaluated, and the shorter run's record stays beside the new one; a shorter profile is refused."""
+    the new ones are evaluated, and the shorter run's record stays beside the new one; a shorter profile is refused.
+    One arm is extended: random, the baseline whose budget the main table measures the other arms against (an arm
+    extended past it would be refused there); bots's run would resume the same way."""
     import dataclasses
     import shutil
 
@@ -217,8 +219,9 @@ def test_a_longer_horizon_extends_the_finished_runs(bench, tmp_path) -> None:
     copy = tmp_path / "bench"
     shutil.copytree(root, copy, symlinks=True)
     short = PROFILES["ci"]
-    longer = dataclasses.replace(short, steps=short.steps + 1)
+    longer = dataclasses.replace(short, steps=short.steps + 1, selectors=("random",))
     extended = run_benchmark(longer, copy, prepare_jobs=1, timeout=900)
+    assert [r["selector"] for r in extended["runs"]] == ["random"]
     before = {r["selector"]: r for r in summary["runs"]}
     for record in extended["runs"]:
         run_dir = copy / "runs" / f"{record['selector']}_s0"
