@@ -29,9 +29,12 @@ FLOODS = {
     "a thread floods, main sleeps": "import sys, threading, time\n"
     "threading.Thread(target=lambda: [sys.stdout.write('x' * 65536) for _ in iter(int, 1)], daemon=True).start()\n"
     "time.sleep(60)",
-    # Whatever the child has written when main exits is read (up to the cap), then the child is killed.
-    "a child floods, main exits 0": "import os, sys\nif os.fork() == 0:\n    while True:\n"
-    "        os.write(1, b'x' * 65536)\nprint(5)",
+    # Whatever the child has written when main exits is read (up to the cap), then the child is killed. Main prints
+    # only after the child's first 64 KiB are out (a pipe orders them): without that, a loaded machine may run main to
+    # its exit before the child writes anything, and the program's output is then just the right answer.
+    "a child floods, main exits 0": "import os, sys\nr, w = os.pipe()\nif os.fork() == 0:\n"
+    "    os.write(1, b'x' * 65536)\n    os.write(w, b'1')\n    while True:\n        os.write(1, b'x' * 65536)\n"
+    "os.read(r, 1)\nprint(5)",
     "just over the cap, exit 0": "import sys\nsys.stdout.write('\\x01' * ((16 << 20) + 1))",
 }
 
