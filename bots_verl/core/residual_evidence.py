@@ -40,7 +40,7 @@ import numpy as np
 
 from bots_verl.core.beta_selectors import BetaPosteriorSelector
 from bots_verl.core.evidence import EVIDENCE, ImplicitEvidence, InterpolationEvidence
-from bots_verl.core.logistic import sigmoid_inplace
+from bots_verl.core.logistic import logit, sigmoid_inplace
 from bots_verl.core.neighbour_evidence import NeighbourEvidence
 from bots_verl.core.selector_base import SELECTORS
 from bots_verl.core.similarity import TaskGraph
@@ -52,11 +52,6 @@ __all__ = ["BOTSRefGraphSelector", "ReferenceResidualEvidence"]
 
 #: the base prediction's clip before its logit
 EPS = 1.0 / 64.0
-
-
-def _logit(p: np.ndarray) -> np.ndarray:
-    q = np.clip(p, EPS, 1.0 - EPS)
-    return np.log(q) - np.log1p(-q)
 
 
 @EVIDENCE.register("ref_neighbours")
@@ -102,7 +97,7 @@ class ReferenceResidualEvidence(ImplicitEvidence):
 
     def _correct(self, base: np.ndarray, num: np.ndarray, den: np.ndarray) -> np.ndarray:
         z = self.residuals._residual(num, den)
-        z += _logit(base)
+        z += logit(base, EPS)
         return sigmoid_inplace(z)
 
     def predict(self, indices: np.ndarray | None = None) -> np.ndarray | None:
@@ -123,7 +118,7 @@ class ReferenceResidualEvidence(ImplicitEvidence):
         if base is not None:
             n = np.asarray(attempts, dtype=np.float64)
             q = (rates * n + 0.5) / (n + 1.0)
-            residual = np.log(q) - np.log1p(-q) - _logit(base[indices])
+            residual = logit(q, 0.0) - logit(base[indices], EPS)  # q is inside (0, 1) already
             info = n * q * (1.0 - q)  # the inverse variance of the empirical logit
             nb = r.task_graph.neighbours[indices]
             a = r.task_graph.weights[indices].astype(np.float64)
