@@ -4,7 +4,7 @@ Run ``nice -n 19 python -m bots_verl.sim.gap_ablation --seeds 10 --out bots_verl
 on the same seeds (paired worlds) through :func:`bots_verl.sim.experiment.run_experiment`, on the toy testbed's v2
 shape (90 steps, 16 tasks x 8 rollouts). Cells are ``mean [95% t-interval over seeds]``; the share of the oracle's
 step saving, ``(1 - TTB_x) / (1 - TTB_oracle)`` at TTB(100%) against Random, is a ratio of means with a paired
-bootstrap interval over seeds (:func:`bots_verl.sim.noref_ablation.share_of_saving`).
+bootstrap interval over seeds (:mod:`bots_verl.sim.saving_share`).
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bots_verl.fileio import markdown_table
 from bots_verl.sim.experiment import run_experiment
 from bots_verl.sim.methods import parse_method
-from bots_verl.sim.noref_ablation import _ttbs, share_of_saving
+from bots_verl.sim.saving_share import share_table
 
 logger = logging.getLogger(__name__)
 
@@ -50,19 +49,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     res = run_experiment(
         "toy", specs, seeds=args.seeds, steps=STEPS, batch_size=BATCH, rollouts_per_task=ROLLOUTS, plots=False
     )
-    oracle = _ttbs(res, "oracle")
-    rows = []
-    for label in labels:
-        row = res.summary[label]
-        share = (
-            ""
-            if label in ("random", "oracle")
-            else "{:.0%} [{:.0%}, {:.0%}]".format(*share_of_saving(_ttbs(res, label), oracle))
-        )
-        rows.append([label, row["ttb100"].format(2), row["d_acc_final"].format(3), row["etr"].format(2), share])
-    table = markdown_table(
-        ["arm", "TTB(100%) vs Random", "Δ final acc vs Random", "ETR", "share of the oracle's step saving"], rows
-    )
+    table = share_table(res, labels, "oracle", "share of the oracle's step saving")
     lines = [
         "# Closing the gap to the oracle: simulator prediction (issue 38, item 4)",
         "",

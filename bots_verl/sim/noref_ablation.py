@@ -17,13 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
-from bots_verl.core.metrics import ttb
 from bots_verl.core.similarity import TaskGraph, choose_labelled, impute_reference
 from bots_verl.fileio import markdown_table
 from bots_verl.sim.embeddings import pool_embeddings
-from bots_verl.sim.experiment import ExperimentResult, run_experiment
+from bots_verl.sim.experiment import run_experiment
 from bots_verl.sim.loop import stream
 from bots_verl.sim.methods import parse_method
+from bots_verl.sim.saving_share import format_share, share_table
 from bots_verl.sim.scenario import get_scenario
 from bots_verl.sim.world import build_world
 
@@ -46,47 +46,6 @@ ARMS: list[tuple[str, str]] = [
 # (preset, steps, batch, rollouts): the toy testbed's v2 headline shape, and the math preset's calibration shape.
 SHAPES = [("toy", 90, 16, 8), ("math", 300, 32, 16)]
 NOISE_SWEEP = (0.5, 1.0, 2.0)
-
-
-def _ttbs(res: ExperimentResult, label: str) -> np.ndarray:
-    base = res.runs["random"]
-    return np.array(
-        [
-            ttb(r.eval_steps, r.eval_acc, b.eval_steps, b.eval_acc, 1.0, res.steps)
-            for r, b in zip(res.runs[label], base, strict=True)
-        ]
-    )
-
-
-def share_of_saving(ttb_x: np.ndarray, ttb_bots: np.ndarray, draws: int = 4000) -> tuple[float, float, float]:
-    """``(1 - mean TTB_x) / (1 - mean TTB_bots)`` and its 95% paired bootstrap interval over seeds (NaN seeds,
-    which never reached the target, are left out of both arms)."""
-    ok = np.isfinite(ttb_x) & np.isfinite(ttb_bots)
-    x, b = ttb_x[ok], ttb_bots[ok]
-    if x.size < 2:
-        return float("nan"), float("nan"), float("nan")
-    point = (1 - x.mean()) / (1 - b.mean())
-    rng = np.random.Generator(np.random.PCG64(0))
-    pick = rng.integers(x.size, size=(draws, x.size))
-    boot = (1 - x[pick].mean(axis=1)) / (1 - b[pick].mean(axis=1))
-    lo, hi = np.percentile(boot, [2.5, 97.5])
-    return float(point), float(lo), float(hi)
-
-
-def _arm_table(res: ExperimentResult, labels: list[str]) -> str:
-    bots = _ttbs(res, "bots")
-    rows = []
-    for label in labels:
-        row = res.summary[label]
-        share = (
-            ""
-            if label in ("random", "bots")
-            else "{:.0%} [{:.0%}, {:.0%}]".format(*share_of_saving(_ttbs(res, label), bots))
-        )
-        rows.append([label, row["ttb100"].format(2), row["d_acc_final"].format(3), row["etr"].format(2), share])
-    return markdown_table(
-        ["arm", "TTB(100%) vs Random", "Δ final acc vs Random", "ETR", "share of BOTS's saving"], rows
-    )
 
 
 def imputation_error(preset: str, seeds: Sequence[int], fraction: float = 0.1, eps: float = 1 / 32) -> list[list[str]]:
@@ -162,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         lines += [
             f"## `{preset}`: {steps} steps, {batch} tasks x {rollouts} rollouts",
             "",
-            _arm_table(res, labels),
+            share_table(res, labels, "bots", "share of BOTS's saving"),
             "",
         ]
         logger.warning("%s done (%.0f s)", preset, time.perf_counter() - t0)
@@ -185,10 +144,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             plots=False,
             scenario_overrides={"embedding_noise": noise},
         )
-        bots = _ttbs(res, "bots")
         for spec in sweep_specs[2:]:
             label = parse_method(spec).label
-            share = "{:.0%} [{:.0%}, {:.0%}]".format(*share_of_saving(_ttbs(res, label), bots))
+            share = format_share(res, label, "bots")
             rows.append([f"{noise:g}", label, res.summary[label]["ttb100"].format(2), share])
         logger.warning("noise %g done (%.0f s)", noise, time.perf_counter() - t0)
     lines += [markdown_table(["embedding_noise", "arm", "TTB(100%) vs Random", "share of BOTS's saving"], rows), ""]
