@@ -95,7 +95,8 @@ def test_cli_prints_and_writes_the_table(tmp_path: Path, capsys: pytest.CaptureF
     table = printed[printed.index("**Reference generations") :]
     rows = {line.split(" | ")[0].lstrip("| "): line for line in table.splitlines() if line.startswith("| ")}
     # selector | seeds | labelled | used | saved | TTB | Roll | training rollouts
-    assert rows["bots_ref10"].startswith("| bots_ref10 | 2 | 20 of 200 tasks | 640 | 5,760 (90.0%) | 0.50 [0.50, 0.50] |")
+    ref10 = "| bots_ref10 | 2 | 20 of 200 tasks | 640 | 5,760 (90.0%) | 0.50 [0.50, 0.50] |"
+    assert rows["bots_ref10"].startswith(ref10)
     assert rows["bots"].startswith("| bots | 2 | 200 of 200 tasks | 6,400 | 0 (0.0%) | 0.50 [0.50, 0.50] |")
     assert rows["bots_noref"].startswith("| bots_noref | 2 | reads none | 0 | 6,400 (100.0%) | 1.00 [1.00, 1.00] |")
     assert rows["random"].startswith("| random | 2 | reads none | 0 | 6,400 (100.0%) | 1 (baseline) |")
