@@ -95,7 +95,7 @@ def check_config(config: DictConfig) -> BOTSConfig:
     bots = check_bots_config(config, read_bots_config(config))
     check_verl_compat(config)
     check_data_subset(config)
-    # before meta.json is written or any worker starts; a data.pt that is not here is left to the trainer
+    # before meta.json is written or any worker starts; a checkpoint that is not here is left to the trainer
     check_resume(
         config,
         fingerprint=_driver_fingerprint(bots),

@@ -2,24 +2,24 @@
 
 ``python -m bots_verl.main trainer.device=cpu trainer.v1.trainer_mode=colocate_async ...`` on the toy task: verl's
 real asynchronous trainer (prompts of the next step dispatched while this step trains, weights pushed to the ``hf``
-rollout server after each step), Ray, TransferQueue, the FSDP2 actor and checkpoints. Two runs:
+rollout server after each step), Ray, TransferQueue, the FSDP2 actor and checkpoints. One run per mode, each killed and
+resumed, because every count it is checked on is known in advance (prompts x rollouts per step), so it needs no
+uninterrupted twin:
 
-- **A**: 4 steps of 6 prompts x 4 rollouts, checkpoints at steps 2 and 4.
-- **K**: A's configuration SIGKILLed (driver, Ray and every worker) once its step-2 checkpoint is written, while the
-  next step's prompts are in flight, then rerun in the same directory (its own run log): it resumes from the
-  checkpoint in a new process, verl re-dispatches the prompts that were in flight, and the posterior must end with
-  exactly A's count of rollouts, no more (double counting) and no fewer (dropped evidence).
+- **K**: 4 steps of 6 prompts x 4 rollouts, checkpoints at steps 2 and 4, SIGKILLed (driver, Ray and every worker)
+  once its step-2 checkpoint is written, while the next step's prompts are in flight, then rerun in the same directory
+  (its own run log): it resumes from the checkpoint in a new process, verl re-dispatches the prompts that were in
+  flight, and the posterior must end with exactly 4 steps' rollouts, no more (double counting) and no fewer (dropped
+  evidence).
 
-(A resume of A's own step-2 checkpoint in a new process checked the same thing on the same checkpoint contents,
-which K's rerun checks on a checkpoint whose run was killed; it was dropped to save a run.) The killed run starts a
-Ray cluster of its own (it is killed with it); the other runs attach to the session's cluster (``ray_attach``), which
-saves each a cluster's start and stop.
+(An uninterrupted run A, compared with K, was dropped to save a run: its every check holds on K's steps.) The killed
+run starts a Ray cluster of its own (it is killed with it); the reruns attach to the session's cluster
+(``ray_attach``), which saves each a cluster's start and stop.
 
 ``trainer.v1.trainer_mode=separate_async``: the ``hf`` rollout on a logical GPU of its own keeps generating while the
 actor trains, and verl's ``CheckpointEngineManager`` syncs it after every step through the ``cpu_gloo`` checkpoint
 engine (``bots_verl/verl_cpu/checkpoint_engine.py``; bit for bit in ``tests/verl_cpu/test_checkpoint_engine.py``). One
-run, to keep CI short: **KS**, SIGKILLed once its step-2 checkpoint is written and rerun in the same directory. Every
-count it is checked on is known in advance (prompts x rollouts per step), so it needs no uninterrupted twin.
+run, **KS**, killed and rerun as K is.
 """
 
 from __future__ import annotations
@@ -68,14 +68,6 @@ def _overrides(toy: dict[str, str], work: Path, run_log: str = "run", mode: str 
     ]
 
 
-@pytest.fixture(scope="module")
-def run_a(toy, tmp_path_factory, ray_attach) -> Path:
-    work = tmp_path_factory.mktemp("async_a")
-    proc = run_main(_overrides(toy, work), cwd=work, attach=ray_attach())
-    assert proc.returncode == 0, tail(proc)
-    return work
-
-
 def _assert_each_trained_rollout_counted_once(metrics: dict[int, dict]) -> None:
     for step, m in metrics.items():
         # every rollout of every trained group reached the posterior once
@@ -84,18 +76,6 @@ def _assert_each_trained_rollout_counted_once(metrics: dict[int, dict]) -> None:
         assert m["bots/dispatched"] == PROMPTS and m["bots/repeat_dispatches"] == 0, step
         # the next step's prompts were already out when this step's batch was trained: verl really ran ahead
         assert m["bots/inflight_groups"] > 0, step
-
-
-def test_colocate_async_trains_with_bots_and_weighs_evidence_by_its_age(run_a):
-    metrics = read_metrics(run_a / "run")
-    assert sorted(metrics) == list(range(1, STEPS + 1))
-    _assert_each_trained_rollout_counted_once(metrics)
-    # step 1 trains the starting policy's rollouts; later steps train rollouts one policy version old
-    assert metrics[1]["bots/lag_max"] == 0
-    assert all(metrics[s]["bots/lag_max"] <= 1 for s in range(2, STEPS + 1))
-    assert any(metrics[s]["bots/lag_mean"] > 0 for s in range(2, STEPS + 1))
-    state = checkpoint_sampler_state(run_a / "ckpt" / f"global_step_{STEPS}" / "data.pt")
-    assert state["updates"] == STEPS and state["attempts"] == ROWS * STEPS
 
 
 def _kill_after_checkpoint(overrides: list[str], work: Path, step: int, timeout: float = 900) -> None:
@@ -144,17 +124,27 @@ def run_k(toy, tmp_path_factory, ray_attach) -> Path:
     return work
 
 
-def test_a_killed_async_run_resumes_as_if_never_killed(run_a, run_k):
-    killed = read_metrics(run_k / "run")
+def _killed_and_resumed(work: Path, max_lag: int) -> dict[int, dict]:
+    """The checks every async mode passes on a run killed after its step-2 checkpoint and rerun; its metrics by step."""
+    killed = read_metrics(work / "run")
     assert _killed_after_the_step_2_checkpoint(killed)
-    # the rerun resumed from the step-2 checkpoint: it trained steps 3 and 4 only
-    resumed = read_metrics(run_k / "rerun")
-    assert sorted(resumed) == [3, 4]
-    uninterrupted = read_metrics(run_a / "run")
-    # neither double counting nor dropped evidence: the in-flight prompts were re-dispatched and counted once
-    assert resumed[4]["bots/posterior_rollouts_total"] == uninterrupted[4]["bots/posterior_rollouts_total"]
-    state = checkpoint_sampler_state(run_k / "ckpt" / f"global_step_{STEPS}" / "data.pt")
+    resumed = read_metrics(work / "rerun")
+    assert sorted(resumed) == [3, 4]  # from the step-2 checkpoint: its posterior, not the prior
+    metrics = {**{s: m for s, m in killed.items() if s <= 2}, **resumed}
+    # every trained rollout counted once, across the kill: the in-flight prompts were re-dispatched and counted once
+    _assert_each_trained_rollout_counted_once(metrics)
+    state = checkpoint_sampler_state(work / "ckpt" / f"global_step_{STEPS}" / "data.pt")
     assert state["updates"] == STEPS and state["attempts"] == ROWS * STEPS
+    # evidence weighed by its age: step 1 trains the starting policy's rollouts, later steps older ones
+    assert metrics[1]["bots/lag_max"] == 0
+    assert all(0 <= m["bots/lag_max"] <= max_lag for m in metrics.values())
+    assert any(m["bots/lag_mean"] > 0 for s, m in metrics.items() if s >= 2)
+    return metrics
+
+
+def test_colocate_async_trains_with_bots_weighs_evidence_by_its_age_and_resumes_exactly_after_a_kill(run_k):
+    # colocate_async runs one step ahead: later steps train rollouts at most one policy version old
+    _killed_and_resumed(run_k, max_lag=1)
 
 
 @pytest.fixture(scope="module")
@@ -168,20 +158,8 @@ def run_ks(toy, tmp_path_factory, ray_attach) -> Path:
 
 
 def test_separate_async_trains_with_bots_on_cpu_and_resumes_exactly_after_a_kill(run_ks):
-    killed = read_metrics(run_ks / "run")
-    assert _killed_after_the_step_2_checkpoint(killed)
-    resumed = read_metrics(run_ks / "rerun")
-    assert sorted(resumed) == [3, 4]  # from the step-2 checkpoint: its posterior, not the prior
-    metrics = {**{s: m for s, m in killed.items() if s <= 2}, **resumed}
-    # every trained rollout counted once, across the kill: the in-flight prompts were re-dispatched and counted once
-    _assert_each_trained_rollout_counted_once(metrics)
-    state = checkpoint_sampler_state(run_ks / "ckpt" / f"global_step_{STEPS}" / "data.pt")
-    assert state["updates"] == STEPS and state["attempts"] == ROWS * STEPS
-    # evidence weighed by its lag: step 1 trains the starting policy's rollouts, later steps older ones, never
-    # older than verl's off-policy threshold
-    assert metrics[1]["bots/lag_max"] == 0
-    assert all(0 <= m["bots/lag_max"] <= MAX_LAG for m in metrics.values())
-    assert any(m["bots/lag_mean"] > 0 for s, m in metrics.items() if s >= 2)
+    # never older than verl's off-policy threshold
+    metrics = _killed_and_resumed(run_ks, max_lag=MAX_LAG)
     # the weights went to the separate rollout through cpu_gloo after every step: the whole model each time
     sent = {m["cpu_gloo/bytes"] for m in metrics.values()}
     assert len(sent) == 1 and sent.pop() > 0

@@ -9,7 +9,7 @@ and attach to the session's Ray cluster (``ray_attach``) to keep CI time modest:
   with 8 synthetic rows; KL loss against a reference model; checkpoints at steps 2 and 4; a relative
   ``bots.run_log.dir``.
 - **K**: A's configuration; the posterior actor is killed once the step-2 checkpoint is written.
-- **M**: K's checkpoint with ``data.pt`` removed, resumed.
+- **M**: K's checkpoint with ``data.pt`` removed, resumed: refused by the driver before Ray starts.
 - **R**: K's step-2 checkpoint resumed in a new process to step 4, compared with A.
 - **D**: DAPO (``algorithm.filter_groups`` on ``acc``) for 2 steps.
 - **L**: ``bots_warm`` with ``bots.rollout_allocation.mode=posterior`` for 2 steps.
@@ -115,7 +115,7 @@ def kill_and_resume(run_a, toy, tmp_path_factory, ray_attach) -> dict:
     missing_dir = work / "ckpt_without_data_pt"
     shutil.copytree(ckpt, missing_dir)
     (missing_dir / "global_step_2" / "data.pt").unlink()
-    missing = run_main([*common, f"trainer.default_local_dir={missing_dir}"], cwd=work, attach=ray_attach())
+    missing = run_main([*common, f"trainer.default_local_dir={missing_dir}"], cwd=work)
     resumed = run_main(
         [*common, f"trainer.default_local_dir={ckpt}", f"bots.run_log.dir={work / 'runs' / 'r'}"],
         work,
@@ -137,6 +137,8 @@ def test_missing_data_pt_at_resume_is_a_loud_error(kill_and_resume):
     missing = kill_and_resume["missing"]
     assert missing.returncode != 0
     assert "data.pt is missing" in missing.stdout + missing.stderr, tail(missing)
+    # the driver saw the checkpoint folder without its data.pt: no Ray, no worker, no model loaded to then stop
+    assert "Started a local Ray instance" not in missing.stdout + missing.stderr, tail(missing)
 
 
 def test_kill_and_resume_gives_identical_selections_posterior_and_weights(kill_and_resume, run_a):

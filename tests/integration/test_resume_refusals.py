@@ -3,7 +3,8 @@ columns or selector (its fingerprint), are refused before any worker starts.
 
 Fast: no Ray, no model. The checkpoints are real ``StatefulDataLoader`` states saved with ``torch.save`` as verl's
 ``_save_checkpoint`` does: one from plain verl's sampler, one from :class:`BOTSSampler` (with its posterior service
-in-process instead of in a Ray actor). ``test_e2e_on_cpu.py`` checks the missing-``data.pt`` refusal in a real run.
+in-process instead of in a Ray actor). ``test_e2e_on_cpu.py`` checks the missing-``data.pt`` refusal of a real run's
+driver.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 from bots_verl.config.bots_config import effective_hparams
 from bots_verl.integration.hooks.trainer import BOTSTrainer
 from bots_verl.integration.safety.fingerprint import run_fingerprint
-from bots_verl.integration.safety.resume import check_resume_data_pt, check_resume_fingerprint
+from bots_verl.integration.safety.resume import check_resume, check_resume_data_pt, check_resume_fingerprint
 from bots_verl.integration.transport.sampler import BOTSSampler
 from bots_verl.integration.transport.selector_client import InProcessSelectorClient
 from bots_verl.integration.transport.selector_service import SelectorService
@@ -80,6 +81,22 @@ def test_missing_or_unreadable_data_pt_is_refused(tmp_path, content, error, mess
         (folder / "data.pt").write_bytes(content)
     with pytest.raises(error, match=message):
         check_resume_data_pt(folder)
+
+
+def test_the_driver_refuses_a_missing_data_pt_when_the_checkpoint_is_here_and_leaves_a_remote_one(tmp_path):
+    """The driver (``require_data_pt=False``) refuses a local checkpoint without ``data.pt`` before any worker starts;
+    a checkpoint folder that is not on this machine (it may live on the cluster only) is left to the trainer."""
+    ckpt = tmp_path / "ckpt"
+    folder = _bots_checkpoint(ckpt)
+    config = OmegaConf.create({"trainer": {"resume_mode": "auto", "default_local_dir": str(ckpt)}})
+    assert check_resume(config, require_data_pt=False).folder == str(folder)
+    (folder / "data.pt").unlink()
+    with pytest.raises(FileNotFoundError, match="data.pt is missing"):
+        check_resume(config, require_data_pt=False)
+    remote = OmegaConf.create({"trainer": {"resume_mode": "resume_path", "resume_from_path": str(tmp_path / "gone")}})
+    assert check_resume(remote, require_data_pt=False) is None
+    with pytest.raises(FileNotFoundError, match="data.pt is missing"):
+        check_resume(remote)
 
 
 @pytest.mark.parametrize("with_bots_state", [False, True])

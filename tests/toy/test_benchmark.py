@@ -1,6 +1,7 @@
-"""The toy benchmark's whole pipeline at its smallest (``--profile ci``): prepare, real GRPO training of ``random``
-and ``bots`` through ``python -m bots_verl.main`` on the CPU backend (verl's real trainer, two runs at a time), exact
-evaluation of the saved checkpoints, ``analysis.tables`` / ``analysis.figures`` and the summary; then the resume."""
+"""The toy benchmark's whole pipeline at its smallest (``--profile ci``): prepare (on the session's ci build, so every
+stage is found done), real GRPO training of ``random`` and ``bots`` through ``python -m bots_verl.main`` on the CPU
+backend (verl's real trainer, two runs at a time), exact evaluation of the saved checkpoints, ``analysis.tables`` /
+``analysis.figures`` and the summary; then the resume."""
 
 from __future__ import annotations
 
@@ -19,8 +20,12 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def bench(tmp_path_factory):
+def bench(tmp_path_factory, ci_data):
+    import shutil
+
     root = tmp_path_factory.mktemp("toybench")
+    # the session's ci build (test_prepare.py checks how it is built): the benchmark's prepare finds every stage done
+    shutil.copytree(ci_data, root / "data")
     summary = run_benchmark(PROFILES["ci"], root, prepare_jobs=1, timeout=900)
     return root, summary
 

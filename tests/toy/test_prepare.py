@@ -1,5 +1,7 @@
 """``python -m bots_verl.toy.prepare --profile ci`` end to end: the parquet layout the trainer reads, the reference
-columns from reference_eval, verl's dataset over our tokenizer, the trainer's config checks, and resuming."""
+columns from reference_eval, verl's dataset over our tokenizer, the trainer's config checks, and resuming. The build is
+the session's (``ci_data`` in ``conftest.py``: the command line with two jobs, seed 0), read-only here: the tests that
+change a build change a copy."""
 
 from __future__ import annotations
 
@@ -12,16 +14,13 @@ import pytest
 
 from bots_verl.integration.evidence.task_index import TaskIndex, check_parquet_columns, read_reference_columns
 from bots_verl.rewards import compute_score
-from bots_verl.toy.prepare import PROFILES, REFERENCE_COLUMNS, PrepareError, main, prepare
+from bots_verl.toy.prepare import PROFILES, REFERENCE_COLUMNS, PrepareError, prepare
 from bots_verl.toy.tasks import parse_prompt
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    out = tmp_path_factory.mktemp("toy") / "data"
-    # two jobs: warm-ups in spawned worker processes, the reference collections as `python -m reference_eval` children
-    assert main(["--out", str(out), "--profile", "ci", "--jobs", "2", "--seed", "3"]) == 0
-    return out
+def built(ci_data: Path) -> Path:
+    return ci_data
 
 
 def test_train_and_val_have_the_layout_the_trainer_reads(built) -> None:
@@ -105,11 +104,11 @@ def test_manifest_calibration_and_resume(built) -> None:
     mtimes = {
         p: p.stat().st_mtime_ns for p in built.rglob("*") if p.is_file() and p.suffix in (".parquet", ".safetensors")
     }
-    again = prepare(built, seed=3, profile="ci", jobs=1)
+    again = prepare(built, seed=0, profile="ci", jobs=1)
     assert again["stages"] == manifest["stages"]  # every stage was skipped, so their timings are the first run's
     assert {p: p.stat().st_mtime_ns for p in mtimes} == mtimes  # nothing rebuilt
     with pytest.raises(PrepareError, match="seed"):
-        prepare(built, seed=4, profile="ci", jobs=1)
+        prepare(built, seed=1, profile="ci", jobs=1)
     with pytest.raises(PrepareError, match="profile"):
         prepare(built, seed=3, profile="quick", jobs=1)
 
@@ -125,7 +124,7 @@ def test_a_lost_reference_is_rebuilt_alone_in_process(built, tmp_path) -> None:
     for name in ("train.parquet", "calibration.json", "refs/strong.jsonl"):
         (copy / name).unlink()
     weak_mtime = (copy / "models" / "weak" / "warmup.json").stat().st_mtime_ns
-    manifest = prepare(copy, seed=3, profile="ci", jobs=1)
+    manifest = prepare(copy, seed=0, profile="ci", jobs=1)
     after = pq.read_table(copy / "train.parquet")
     assert (copy / "models" / "weak" / "warmup.json").stat().st_mtime_ns == weak_mtime  # untouched
     assert after.column("toy_weak_pass_rate").equals(before.column("toy_weak_pass_rate"))
@@ -161,12 +160,12 @@ def test_a_rewarmed_policy_is_calibrated_again(built, tmp_path) -> None:
     calib = json.loads((copy / "calibration.json").read_text())
     assert calib["specs"]["policy"] == json.loads((copy / "models" / "policy" / "warmup.json").read_text())["spec"]
     mtime = (copy / "calibration.json").stat().st_mtime_ns
-    prepare(copy, seed=3, profile="ci", jobs=1)
+    prepare(copy, seed=0, profile="ci", jobs=1)
     assert (copy / "calibration.json").stat().st_mtime_ns == mtime  # the same models: reused
     # what a re-warmed policy looks like to the calibration stage: its recorded spec differs
     calib["specs"]["policy"] = {**calib["specs"]["policy"], "slip": 0.5}
     (copy / "calibration.json").write_text(json.dumps(calib))
-    prepare(copy, seed=3, profile="ci", jobs=1)
+    prepare(copy, seed=0, profile="ci", jobs=1)
     # measured again: the file holds the real specs again
     assert (
         json.loads((copy / "calibration.json").read_text())["specs"]
@@ -214,7 +213,7 @@ def test_a_changed_train_file_rebuilds_the_labelled_columns(built, tmp_path) -> 
     pq.write_table(
         train.set_column(train.schema.get_field_index(column), column, pa.array(changed)), copy / "train.parquet"
     )
-    build_similarity_inputs(copy, REFERENCE_COLUMNS, 3, 4)
+    build_similarity_inputs(copy, REFERENCE_COLUMNS, 0, 4)
     part = pq.read_table(copy / LABELLED_FILE).column(labelled_column(column, "ref10")).to_numpy(zero_copy_only=False)
     known = np.isfinite(part)
     assert known.any()

@@ -75,7 +75,8 @@ def check_resume(
     1. A fresh start (no checkpoint to resume from) may not continue an earlier run's log (:func:`check_run_log_dir`).
     2. A resume needs a ``data.pt`` holding a BOTS sampler state (:func:`check_resume_data_pt`); with
        ``require_data_pt=False`` (the driver, whose checkpoint may live on the cluster only) a missing ``data.pt`` is
-       left to the trainer.
+       left to the trainer unless the checkpoint folder itself is here: then it is refused before any worker starts
+       (on a GPU cluster that saves loading the model only to stop).
     3. With ``fingerprint``, the checkpoint's posterior must have been built for this run, ``accept`` aside
        (:func:`check_resume_fingerprint`).
 
@@ -84,7 +85,7 @@ def check_resume(
         fingerprint: what this process knows of the run's fingerprint, or None to compare later
             (:meth:`ResumePoint.check_fingerprint`).
         accept: ``bots.resume.accept_changed``.
-        require_data_pt: refuse a missing ``data.pt`` here.
+        require_data_pt: refuse a missing ``data.pt`` here even when the checkpoint folder is not here either.
 
     Returns:
         The checkpoint to resume from, or None for a fresh start (or a ``data.pt`` left to the trainer).
@@ -97,7 +98,7 @@ def check_resume(
     if folder is None:
         check_run_log_dir(config)
         return None
-    if not require_data_pt and not os.path.isfile(os.path.join(folder, "data.pt")):
+    if not require_data_pt and not os.path.isdir(folder):
         return None
     point = ResumePoint(folder, check_resume_data_pt(folder))
     if fingerprint is not None:
