@@ -8,8 +8,10 @@ and a table's row with the same name hold the same runs. This module sits below 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from analysis.loader import Run
 from bots_verl import runlog
@@ -102,13 +104,28 @@ def row_sort_key(label: str) -> tuple[int, str]:
     return (PAPER_LABELS.index(base) if base in PAPER_LABELS else len(PAPER_LABELS), label)
 
 
+def _without_paths(value: Any) -> Any:
+    """``value`` with every absolute path replaced by ``"<path>"`` (nested dicts and lists too)."""
+    if isinstance(value, str):
+        return "<path>" if os.path.isabs(value) else value
+    if isinstance(value, dict):
+        return {k: _without_paths(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_without_paths(v) for v in value]
+    return value
+
+
 def varying_hparams(runs: Sequence[Run]) -> dict[str, list[str]]:
-    """Per label, the hparams keys whose values differ between its runs (they split the label into rows)."""
+    """Per label, the hparams keys whose values differ between its runs (they split the label into rows).
+
+    Absolute paths inside a value (the oracle's ``truth_args.data``) say where a run read its files, not how it
+    selected: runs of one build trained from two directories stay one row.
+    """
     values: dict[str, dict[str, set[str]]] = {}
     for run in runs:
         per_key = values.setdefault(run.label, {})
         for key, value in run.flat_hparams.items():
-            per_key.setdefault(key, set()).add(json.dumps(value, sort_keys=True, default=str))
+            per_key.setdefault(key, set()).add(json.dumps(_without_paths(value), sort_keys=True, default=str))
     out: dict[str, list[str]] = {}
     for label, per_key in values.items():
         n_runs = sum(r.label == label for r in runs)
@@ -128,6 +145,7 @@ def row_labeller(runs: Sequence[Run]) -> Callable[[Run], str]:
         keys = varying.get(run.label, []) if run.label != BASELINE else []
         if not keys:
             return run.label
-        return run.label + " (" + ", ".join(f"{k}={run.flat_hparams.get(k, '-')}" for k in keys) + ")"
+        hparams = run.flat_hparams
+        return run.label + " (" + ", ".join(f"{k}={_without_paths(hparams.get(k, '-'))}" for k in keys) + ")"
 
     return row_of

@@ -173,6 +173,20 @@ def test_main_table_splits_a_label_by_varying_hparams(tmp_path: Path) -> None:
     assert table.rows == ["random", "bots (rho=0.1)", "bots (rho=0.2)"]
 
 
+def test_a_path_in_the_hparams_does_not_split_a_label(tmp_path: Path) -> None:
+    """The oracle records the train file it reads (``truth_args.data``): runs of one build trained from two
+    directories are one row, while a real setting inside the same value still splits it."""
+    for seed in (0, 1):
+        write_run(tmp_path, "random", seed, CURVES[("random", seed)])
+        data = f"/runs/{'first' if seed == 0 else 'moved'}/data/train.parquet"
+        write_run(tmp_path, "bots", seed, CURVES[("bots", seed)], hparams={"truth_args": {"data": data, "t": 1.0}})
+    assert tables.main_table(load_runs([tmp_path])).rows == ["random", "bots"]
+    write_run(tmp_path / "hot", "bots", 0, CURVES[("bots", 0)], hparams={"truth_args": {"data": "/d", "t": 2.0}})
+    write_run(tmp_path / "hot", "bots", 1, CURVES[("bots", 1)], hparams={"truth_args": {"data": "/d", "t": 2.0}})
+    rows = tables.main_table(load_runs([tmp_path])).rows
+    assert len(rows) == 3 and all(r.startswith("bots (truth_args=") for r in rows[1:])
+
+
 def test_cli_writes_markdown_and_latex(known: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "t" / "main.tex"
     assert tables.main(["--runs", str(known), "--format", "latex", "--out", str(out)]) == 0
