@@ -238,11 +238,19 @@ def test_fresh_run_in_a_run_log_dir_with_logged_steps_is_refused(
 
 def test_a_resumed_run_continues_its_run_log_and_an_unlogged_dir_is_free(pool, tokenizer_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("VERL_FILE_LOGGER_PATH", "unset")
-    resumed, ckpt = tmp_path / "runs" / "resumed", tmp_path / "ckpt"
+    resumed = tmp_path / "runs" / "resumed"
     _old_run_log(resumed)
-    _checkpoint(ckpt)
+    # a checkpoint on the cluster's storage only: the driver leaves its data.pt to the trainer (a local checkpoint
+    # without one is refused here, test_resume_refusals.py), and the run resumes, so it continues its run log
+    remote = tmp_path / "cluster_only" / "global_step_2"
     config = compose(
-        base_overrides(pool, tokenizer_dir, f"bots.run_log.dir={resumed}", f"trainer.default_local_dir={ckpt}")
+        base_overrides(
+            pool,
+            tokenizer_dir,
+            f"bots.run_log.dir={resumed}",
+            "trainer.resume_mode=resume_path",
+            f"trainer.resume_from_path={remote}",
+        )
     )
     check_config(config)
     use_run_log(config)
