@@ -65,8 +65,12 @@ system-deps:
 	  command -v bwrap >/dev/null 2>&1 || echo "WARNING: bubblewrap (bwrap) is missing; install it (apt-get install \
 	bubblewrap) to run the code-reward sandbox tests"; }
 
+# Two pytest-xdist workers: a real fit() keeps about one core busy (most of it verl's imports in a dozen processes), so
+# two at a time fill a 2-core box. Each worker takes whole test modules (tests/conftest.py), so a module's shared runs
+# train once. TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
 test: install-test lint typecheck system-deps
-	$(PY) -m pytest -q tests -m "not cluster"
+	$(PY) -m pytest -q tests -m "not cluster" -n $(TEST_WORKERS) --dist loadscope --durations=25
 
 # BOTS on Ray clusters started with `ray start` on this machine (tests marked `cluster`, left out of `make test` and
 # CI): a head plus a second node, the posterior on the node bots.actor.node_resource names, a node killed and the run

@@ -36,7 +36,7 @@ EXTRAS = {
     "analysis": ["matplotlib", "jupytext", "nbclient", "nbformat", "ipykernel", "tensorboard"],
     # reference_eval/: the transformers backend (small models on CPU), progress bar and plots.
     "reference": ["transformers", "tokenizers", "tqdm", "matplotlib"],
-    "test": ["pytest", "pytest-timeout", "hypothesis", "ruff", "mypy", "transformers", "tokenizers"],
+    "test": ["pytest", "pytest-timeout", "pytest-xdist", "hypothesis", "ruff", "mypy", "transformers", "tokenizers"],
 }
 EXTRAS["all"] = sorted({req for name, reqs in EXTRAS.items() if name != "gpu" for req in reqs})
 

@@ -48,7 +48,40 @@ def _has_cuda() -> bool:
     return torch.cuda.is_available()
 
 
+def _group(nodeid: str) -> str:
+    """The share of the suite one pytest-xdist worker runs whole: a test's module, so that module-scoped fixtures (the
+    shared real ``fit()`` runs) train once; the toy tests are one share, so the session's ``ci_data`` build (about 30
+    s) is made once."""
+    path = nodeid.split("::", 1)[0]
+    return "tests/toy" if path.startswith("tests/toy/") else path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """With ``--dist loadscope`` (``make test``), hand whole shares (:func:`_group`) to the workers, in the order
+    :func:`pytest_collection_modifyitems` left them.
+
+    Not ``--dist loadgroup`` with ``xdist_group`` marks: pytest-xdist 3.8 tags the marked tests by rewriting
+    ``item._nodeid``, which pytest 9 no longer reads, so every marked test is scheduled alone.
+    """
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharesInOrder(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _group(nodeid)
+
+    # loadscope sorts its shares by test count unless told not to; the order below puts the long ones first
+    config.option.loadscopereorder = False
+    return SharesInOrder(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # shares that hold a slow test (the real fit() runs, 1-3 min each) first, so that no worker is left with one at
+    # the end while the other idles; the sort is stable, so the order within a share is kept
+    slow = {_group(item.nodeid) for item in items if "slow" in item.keywords}
+    items.sort(key=lambda item: _group(item.nodeid) not in slow)
     if _has_cuda():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")

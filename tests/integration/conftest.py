@@ -15,7 +15,7 @@ def ray_tq():
     import ray
     import transfer_queue as tq
 
-    ray.init(num_cpus=4, include_dashboard=False, namespace="bots_tests", log_to_driver=False)
+    ray.init(address="local", num_cpus=4, include_dashboard=False, namespace="bots_tests", log_to_driver=False)
     tq.init()
     yield
     tq.close()

@@ -20,7 +20,9 @@ def local_ray():
 
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=4, include_dashboard=False, namespace="bots_verl_cpu_tests", log_to_driver=False)
+        ray.init(
+            address="local", num_cpus=4, include_dashboard=False, namespace="bots_verl_cpu_tests", log_to_driver=False
+        )
     yield
     if started:
         ray.shutdown()
