@@ -32,6 +32,11 @@ ARMS: list[tuple[str, str]] = [
         "the candidate: `ref_neighbours` evidence (the references corrected over the task graph), rho 0.3",
     ),
     ("ref_graph_rho0.1=bots_ref_graph:rho=0.1", "the candidate at the paper's rho = 0.1"),
+    (
+        "bots_warm_expected=bots_warm:selection=expected_distance",
+        "candidate 2: the warm start, selecting the tasks *known* to sit near p* (`expected_distance`)",
+    ),
+    ("bots_expected=bots:selection=expected_distance", "candidate 2 without the warm start"),
     ("oracle", "selects on the true pass rates (the ceiling)"),
 ]
 STEPS, BATCH, ROLLOUTS = 90, 16, 8

@@ -91,6 +91,9 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     # issue 38, item 4: every reference column, and the interpolation's error learnt over the task graph from each
     # step's explicit evidence (core/residual_evidence.py; predicted in bots_verl/sim/gap_results.md)
     "bots_ref_graph": ("bots_ref_graph", ()),
+    # issue 38, item 4: the warm start, selecting the tasks known to sit near p* instead of Thompson sampling
+    # (core/selection_rules.py, expected_distance; predicted in bots_verl/sim/gap_results.md)
+    "bots_warm_expected": ("bots_warm", ("+bots.hparams.selection=expected_distance",)),
 }
 
 #: issue 36's arms -> the labelled subset (bots_verl.toy.similarity.LABELLED_SUBSETS) whose reference columns they read
