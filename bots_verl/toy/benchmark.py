@@ -800,9 +800,12 @@ def summarize_finished(profile: BenchmarkProfile, root: Path) -> dict[str, Any]:
 def _wall_clock(summary: dict[str, Any]) -> str:
     prof = summary["profile"]
     if "finished_runs" in summary:
+        finished, planned = summary["finished_runs"], summary["planned_runs"]
+        if finished == planned:
+            return f"All {planned} planned runs finished; median step {summary['median_step_s']:.2f} s."
         return (
-            f"**Partial: {summary['finished_runs']} of {summary['planned_runs']} planned runs finished** (a rerun of "
-            f"the profile resumes the rest); median step {summary['median_step_s']:.2f} s."
+            f"**Partial: {finished} of {planned} planned runs finished** (a rerun of the profile resumes the rest); "
+            f"median step {summary['median_step_s']:.2f} s."
         )
     return (
         f"Wall-clock: prepare {summary['prepare_s']:.0f} s, training {summary['train_s']:.0f} s ({prof['jobs']} runs "

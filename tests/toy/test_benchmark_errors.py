@@ -80,6 +80,13 @@ def test_other_failures_get_the_run_name_and_log_tail(tmp_path: Path) -> None:
     assert benchmark._run_failure(run_dir, exited) is exited
 
 
+def test_a_summary_of_finished_runs_says_whether_any_planned_run_is_missing() -> None:
+    summary = {"profile": {}, "finished_runs": 3, "planned_runs": 4, "median_step_s": 1.234}
+    assert benchmark._wall_clock(summary).startswith("**Partial: 3 of 4 planned runs finished**")
+    summary["finished_runs"] = 4
+    assert benchmark._wall_clock(summary) == "All 4 planned runs finished; median step 1.23 s."
+
+
 def test_paired_statistics_join_the_summary(tmp_path: Path) -> None:
     shutil.copy(RESULTS / "summary.json", tmp_path / "summary.json")
     summary = json.loads((tmp_path / "summary.json").read_text())

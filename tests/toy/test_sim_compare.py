@@ -18,9 +18,9 @@ RUNS = [
 ]
 
 
-def _benchmark(root, with_summary=True):
+def _benchmark(root, with_summary=True, runs=RUNS):
     records = []
-    for sel, seed, acc, etr in RUNS:
+    for sel, seed, acc, etr in runs:
         run = root / "runs" / f"{sel}_s{seed}"
         with RunWriter(run / "run", run_id=f"{sel}{seed}", source="verl", method=sel, seed=seed) as w:
             for step, value in enumerate(etr, 1):
@@ -28,7 +28,8 @@ def _benchmark(root, with_summary=True):
         record = {"selector": sel, "seed": seed, "steps": 4, "accuracy": {str(k): v for k, v in acc.items()}}
         (run / "done.json").write_text(json.dumps(record))
         records.append(record)
-    profile = {"steps": 4, "prompts": 4, "n": 4, "eval_every": 2, "selectors": ["random", "bots"]}
+    selectors = list(dict.fromkeys(sel for sel, *_ in runs))
+    profile = {"steps": 4, "prompts": 4, "n": 4, "eval_every": 2, "selectors": selectors}
     if with_summary:
         (root / "summary.json").write_text(json.dumps({"profile": profile, "runs": records}))
     return root / "summary.json"
@@ -55,6 +56,28 @@ def test_measured_side_from_summary_and_run_logs(tmp_path):
     md = (tmp_path / "cmp" / "toy_compare.md").read_text()
     assert "| bots |" in md and "0.100 |" in md and "Oracle headroom over BOTS" in md
     assert (tmp_path / "cmp" / "sim" / "bots" / "seed1" / "metrics.jsonl").is_file()
+
+
+def test_a_measured_oracle_gets_its_own_row_and_its_measured_headroom_over_bots(tmp_path):
+    # bots gains 0.10 and 0.06 on seeds 0 and 1, the oracle 0.12 and 0.10: headroom 0.02 and 0.04, mean 0.03
+    runs = [
+        *RUNS,
+        ("bots", 1, {0: 0.20, 2: 0.24, 4: 0.26}, [0.5, 0.5, 0.75, 0.75]),
+        ("oracle", 0, {0: 0.20, 2: 0.28, 4: 0.32}, [1.0, 1.0, 1.0, 1.0]),
+        ("oracle", 1, {0: 0.20, 2: 0.26, 4: 0.30}, [1.0, 1.0, 0.75, 1.0]),
+    ]
+    out = compare(_benchmark(tmp_path, runs=runs), tmp_path / "cmp", seeds=2)
+    assert out["measured"]["oracle"]["gain"]["mean"] == pytest.approx(0.11)
+    assert out["oracle_headroom_over_bots_measured"]["gain"]["mean"] == pytest.approx(0.03)
+    assert out["oracle_headroom_over_bots_measured"]["gain"]["n"] == 2
+    assert out["rank_measured"]["oracle"] == 1
+    md = (tmp_path / "cmp" / "toy_compare.md").read_text()
+    assert "| oracle |" in md and "oracle (sim only)" not in md
+    assert "Oracle headroom over BOTS (measured, paired by seed): gain 0.030" in md
+    # without a measured oracle the row stays simulated only and there is no measured headroom
+    alone = compare(_benchmark(tmp_path / "no_oracle"), tmp_path / "cmp2", seeds=2)
+    assert alone["oracle_headroom_over_bots_measured"] == {}
+    assert "oracle (sim only)" in (tmp_path / "cmp2" / "toy_compare.md").read_text()
 
 
 def test_without_summary_reads_done_records_then_simulates_alone(tmp_path, capsys):
