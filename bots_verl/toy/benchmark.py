@@ -66,6 +66,9 @@ _ORACLE = (
 VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     # DAPO-DS (arXiv 2503.14476): Random order with dynamic sampling, the baseline most verl users run
     "dapo_ds": ("random", _DYNAMIC_SAMPLING),
+    # issue 48: paper BOTS with dapo_ds's dynamic sampling; every refill is selected from the posterior as updated so
+    # far, and every generated group, kept or discarded, reaches the posterior once (integration/hooks/replay_buffer.py)
+    "bots_ds": ("bots", _DYNAMIC_SAMPLING),
     # GRESO as its paper runs it (arXiv 2506.02177): pre-rollout skipping on top of dynamic sampling
     "greso_ds": ("greso", _DYNAMIC_SAMPLING),
     # paper BOTS in verl's colocate_async trainer (issue 25): the next step's prompts are out while this step trains
@@ -131,12 +134,28 @@ class BenchmarkProfile:
     extra: tuple[str, ...] = field(default_factory=tuple)
     #: (arm, steps) for arms that train another number of steps than ``steps``
     steps_by_arm: tuple[tuple[str, int], ...] = ()
+    #: the testbed build: :func:`bots_verl.toy.prepare.prepare`'s seed (its data, warm-ups and references). Builds are
+    #: not reproducible across CPUs, so each build used for results ships in recipes/toy/artifacts/<profile>_s<seed>;
+    #: runs pair only within one build.
+    build_seed: int = 0
 
     def steps_of(self, arm: str) -> int:
         """GRPO steps of ``arm``'s runs."""
         return dict(self.steps_by_arm).get(arm, self.steps)
 
 
+#: the arms behind the README's user-facing claims (issue 48), measured on a second build (--build-seed 2)
+CLAIMS_SELECTORS = (
+    "random",
+    "bots",
+    "bots_warm",
+    "bots_noref",
+    "bots_ref10",
+    "bots_ref5",
+    "oracle",
+    "dapo_ds",
+    "bots_ds",
+)
 #: issue 24's peers and our warm start against Random and paper BOTS, on the headline's seeds and settings
 BEYOND_SELECTORS = ("random", "dapo_ds", "greso_ds", "bots", "bots_warm", "bots_warm_alloc")
 
@@ -150,6 +169,9 @@ HEADLINE_STEPS = 90
 # lr 1e-4 with a 10-step warm-up: on the slipping policy plain-GRPO probes of Random gained +0.063 held-out in 60
 # steps (+0.055 at 5e-5, less at 2e-4 and above); recipes/toy/results/calibration.md, "Testbed v2"
 _LEARNING = {"lr": 1e-4, "warmup_steps": 10}
+
+#: dynamic sampling generates several rollouts per trained one, so its arms stop at half the steps (see "beyond")
+_DS_STEPS = (("dapo_ds", HEADLINE_STEPS // 2), ("greso_ds", HEADLINE_STEPS // 2), ("bots_ds", HEADLINE_STEPS // 2))
 
 PROFILES: dict[str, BenchmarkProfile] = {
     "headline": BenchmarkProfile(
@@ -170,7 +192,18 @@ PROFILES: dict[str, BenchmarkProfile] = {
         HEADLINE_SEEDS,
         steps=HEADLINE_STEPS,
         eval_every=3,
-        steps_by_arm=(("dapo_ds", HEADLINE_STEPS // 2), ("greso_ds", HEADLINE_STEPS // 2)),
+        steps_by_arm=_DS_STEPS,
+        **_LEARNING,
+    ),
+    # issue 48: the claims' arms, run on the second build with --build-seed 2 (and bots_ds on the shipped one)
+    "claims": BenchmarkProfile(
+        "claims",
+        "full",
+        CLAIMS_SELECTORS,
+        HEADLINE_SEEDS,
+        steps=HEADLINE_STEPS,
+        eval_every=3,
+        steps_by_arm=_DS_STEPS,
         **_LEARNING,
     ),
     "quick": BenchmarkProfile("quick", "quick", ("random", "bots"), (0,), steps=6, lr=3e-5, eval_every=3),
@@ -181,6 +214,7 @@ _DEFAULT_OUT = {
     "headline": "runs/toy",
     "full": "runs/toy",
     "beyond": "runs/toy",
+    "claims": "runs/toy",
     "quick": "runs/toy/quick",
     "ci": "runs/toy/ci",
 }
@@ -711,7 +745,7 @@ def _run_benchmark(
 
     start = time.monotonic()
     data_dir = root / "data"
-    manifest = prepare(data_dir, seed=0, profile=profile.data_profile, jobs=prepare_jobs)
+    manifest = prepare(data_dir, seed=profile.build_seed, profile=profile.data_profile, jobs=prepare_jobs)
     prepare_s = time.monotonic() - start
     import pyarrow.parquet as pq
 
@@ -823,6 +857,7 @@ def _summary_markdown(summary: dict[str, Any], tables: dict[str, str], manifest:
         "\n\n".join(
             [
                 f"# Toy benchmark ({prof['name']}): BOTS and baselines with real GRPO in verl on CPU",
+                f"Build `{prof['data_profile']}_s{prof.get('build_seed', 0)}`. "
                 f"{len(prof['selectors'])} selectors x {len(prof['seeds'])} seeds, {prof['steps']} GRPO steps of "
                 f"{prof['prompts']} tasks x {prof['n']} rollouts, lr {prof['lr']}, held-out accuracy (exact, "
                 f"temperature 1, {manifest['data']['heldout_tasks']} prompts) every "
@@ -902,6 +937,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup-steps", type=int, help="learning-rate warm-up steps (default: the profile's)")
     parser.add_argument("--loss-agg-mode", help="verl's actor.loss_agg_mode (default: the profile's)")
     parser.add_argument("--eval-every", type=int, help="steps between evaluated checkpoints (default: the profile's)")
+    parser.add_argument(
+        "--build-seed", type=int, help="the testbed build (prepare's seed; shipped: 0 and 2; default: the profile's)"
+    )
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per training process")
     parser.add_argument(
         "--own-clusters",
@@ -932,6 +970,7 @@ def main(argv: list[str] | None = None) -> int:
             "prompts": args.prompts,
             "n": args.n,
             "eval_every": args.eval_every,
+            "build_seed": args.build_seed,
         }.items()
         if v is not None
     }
