@@ -5,7 +5,6 @@ Each module runs as ``python -m bots_verl.benchmarks.<name> [--help]``:
 | module | what it measures | needs |
 |---|---|---|
 | ``selector_speed`` | ms per select + update, ``bots`` beside the plain paper rules; ``--memory``: bytes/task | numpy |
-| ``bots_plus_speed`` | ms per step of ``bots_plus`` beside ``bots`` (alternating rounds) | numpy |
 | ``actor_roundtrip`` | select + update through the Ray selector actor, as the trainer pays it per step | Ray |
 | ``canonical_order_cost`` | what sorting a step's rows by content costs the driver (``hf`` rollout) | verl |
 | ``reward_throughput`` | answers per second of the code and math rewards, this tree against ``--baseline`` | rewards |

@@ -57,7 +57,7 @@ def _speed(pools: list[int], batch: int, repeats: int, step_seconds: float) -> N
 
 
 def _memory(pools: list[int], batch: int, repeats: int) -> None:
-    cases = [("bots", 2), ("mopps", 0), ("implicit_only", 2), ("bots_plus", 2), ("bots_plus", 3), ("random", 0)]
+    cases = [("bots", 2), ("mopps", 0), ("implicit_only", 2), ("random", 0)]
     print(f"{'pool':>11} | {'selector':<13} | K | {'peak B/task':>11} | {'stated':>6} | {'select ms':>9} | update ms")
     for pool in pools:
         for name, columns in cases:

@@ -9,9 +9,8 @@ names, ``run_log.run_id`` from the experiment name.
 
 The rules that tie fields to each other, or to the selector registry and the rest of verl's config, are checked by
 hand, once, by the driver (:func:`check_bots_config`, called by ``bots_verl.main.check_config``): the selector builds
-with these hyperparameters and reference columns, ``bots.run_log.method`` describes the selector it labels, and a
-posterior rollout allocation has a Beta posterior, the sync trainer and a workable ``rollout.n``. The trainer, in its
-Ray process, only reads the section (:func:`read_bots_config`).
+with these hyperparameters and reference columns, and ``bots.run_log.method`` describes the selector it labels. The
+trainer, in its Ray process, only reads the section (:func:`read_bots_config`).
 
 Everything here runs without Ray, TransferQueue or a GPU (the dry run, ``bots.dry_run=true``). The paper's
 hyperparameters live in :mod:`bots_verl.core.defaults`.
@@ -32,7 +31,7 @@ from omegaconf.errors import OmegaConfBaseException
 from verl.base_config import BaseConfig
 from verl.utils.config import omega_conf_to_dataclass
 
-from bots_verl.core import ROLLOUT_ALLOCATIONS, SELECTORS, build_selector, defaults
+from bots_verl.core import SELECTORS, build_selector, defaults
 from bots_verl.rewards.success import SUCCESS_RULES
 from bots_verl.runlog import METHODS, MethodSpec, method_spec
 
@@ -43,7 +42,6 @@ __all__ = [
     "ActorConfig",
     "BOTSConfig",
     "ResumeConfig",
-    "RolloutAllocationConfig",
     "RunLogConfig",
     "SuccessConfig",
     "check_bots_config",
@@ -157,30 +155,6 @@ class ResumeConfig(BaseConfig):
 
 
 @dataclass
-class RolloutAllocationConfig(BaseConfig):
-    """``bots.rollout_allocation``: how a step's ``train_batch_size * rollout.n`` rollouts are split per task.
-
-    Attributes:
-        mode: ``uniform`` (every task gets ``rollout.n``) or ``posterior`` (:mod:`bots_verl.core.allocation`).
-        min_n: ``posterior``: the fewest rollouts a selected task gets.
-        max_factor: ``posterior``: a task gets at most ``max_factor * rollout.n``.
-    """
-
-    mode: str = "uniform"
-    min_n: int = 2
-    max_factor: float = 4.0
-
-    def __post_init__(self) -> None:
-        if self.mode not in ROLLOUT_ALLOCATIONS:
-            raise ValueError(f"bots.rollout_allocation.mode={self.mode!r} is not one of {sorted(ROLLOUT_ALLOCATIONS)}")
-
-    @property
-    def params(self) -> dict[str, Any]:
-        """The allocation rule's keyword parameters."""
-        return {"min_n": self.min_n, "max_factor": self.max_factor}
-
-
-@dataclass
 class BOTSConfig(BaseConfig):
     """The ``bots:`` section (one field per key of ``bots_trainer.yaml``, documented there).
 
@@ -196,7 +170,6 @@ class BOTSConfig(BaseConfig):
         actor: :class:`ActorConfig`.
         run_log: :class:`RunLogConfig`.
         resume: :class:`ResumeConfig`.
-        rollout_allocation: :class:`RolloutAllocationConfig`.
         replay_poll_interval: seconds between the replay buffer's TransferQueue polls; None keeps verl's.
         dry_run: validate the composed config, print a summary and exit.
     """
@@ -211,7 +184,6 @@ class BOTSConfig(BaseConfig):
     actor: ActorConfig = field(default_factory=ActorConfig)
     run_log: RunLogConfig = field(default_factory=RunLogConfig)
     resume: ResumeConfig = field(default_factory=ResumeConfig)
-    rollout_allocation: RolloutAllocationConfig = field(default_factory=RolloutAllocationConfig)
     replay_poll_interval: float | None = None
     dry_run: bool = False
 
@@ -287,9 +259,7 @@ def check_bots_config(config: DictConfig, bots: BOTSConfig) -> BOTSConfig:
     - the selector builds with ``hparams``, the seed and as many reference columns as given (a 2-task dummy pool:
       the name, every hyperparameter and the reference requirements of ``offline_easy2hard``, ``bots_plus``, ...);
     - ``run_log.method``, when it names a method, describes exactly this selector and these hyperparameters
-      (:func:`resolve_method_label`); when null it is derived;
-    - ``rollout_allocation.mode=posterior`` has a Beta posterior, the sync trainer and parameters that work for
-      ``actor_rollout_ref.rollout.n``.
+      (:func:`resolve_method_label`); when null it is derived.
 
     Args:
         config: the full composed trainer config.
@@ -303,29 +273,13 @@ def check_bots_config(config: DictConfig, bots: BOTSConfig) -> BOTSConfig:
     """
     refs = len(bots.reference_columns)
     try:
-        built = _dummy_selector(bots.selector, bots.hparams, refs, bots.selector_seed, bool(bots.task_embeddings))
+        _dummy_selector(bots.selector, bots.hparams, refs, bots.selector_seed, bool(bots.task_embeddings))
     except (TypeError, ValueError) as exc:
         hint = " (set bots.reference_columns)" if not refs and "reference" in str(exc) else ""
         if not bots.task_embeddings and "embedding" in str(exc):
             hint = " (set bots.task_embeddings to the pool's embedding file: python -m reference_eval embed)"
         raise ValueError(f"bots.selector={bots.selector!r} with bots.hparams={bots.hparams}: {exc}{hint}") from exc
     method = resolve_method_label(bots.run_log.method, bots.selector, bots.hparams, refs, bots.selector_seed)
-    allocation = bots.rollout_allocation
-    if allocation.mode != "uniform":
-        if not (hasattr(built, "alpha") and hasattr(built, "beta")):
-            raise ValueError(
-                f"bots.rollout_allocation.mode={allocation.mode!r} reads a Beta posterior; {bots.selector!r} has none"
-            )
-        trainer_mode = config.trainer.v1.get("trainer_mode", "sync")
-        if trainer_mode != "sync":
-            raise ValueError(
-                f"bots.rollout_allocation.mode={allocation.mode!r} runs in the sync trainer only, not {trainer_mode!r}"
-            )
-        n = config.actor_rollout_ref.rollout.get("n", 1)
-        try:
-            ROLLOUT_ALLOCATIONS[allocation.mode](np.ones(2), np.ones(2), 2 * int(n), **allocation.params)
-        except ValueError as exc:
-            raise ValueError(f"bots.rollout_allocation ({allocation.mode}, rollout.n={n}): {exc}") from exc
     return dataclasses.replace(bots, run_log=dataclasses.replace(bots.run_log, method=method))
 
 

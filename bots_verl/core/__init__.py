@@ -6,8 +6,8 @@ Example:
     >>> batch = sel.select(32)
     >>> sel.update(batch, successes, attempts)   # per task of the batch, e.g. out of 16 rollouts
 
-``python -m bots_verl.core --list`` prints every registered selector, evidence plug-in, selection rule and rollout
-allocation rule with its hyperparameters. The paper's rules, written plainly, are in :mod:`bots_verl.core.paper_rules`.
+``python -m bots_verl.core --list`` prints every registered selector, evidence plug-in and selection rule with its
+hyperparameters. The paper's rules, written plainly, are in :mod:`bots_verl.core.paper_rules`.
 
 This package imports only numpy and the standard library.
 """
@@ -17,18 +17,13 @@ from __future__ import annotations
 from typing import Any
 
 # Importing the modules registers their entries: the paper's selectors and baselines, then what lies beyond the paper
-# (the ``irt`` evidence, ``bots_plus``, ``greso``, the 2026 peer ``dps``), and the toy testbed's ceiling
-# (``pass_rate_oracle``, issue 38).
+# (``greso``, the 2026 peer ``dps``, the task-graph presets), and the toy testbed's ceiling (``pass_rate_oracle``).
 from bots_verl.core import baseline_selectors as _baseline_selectors  # noqa: F401
-from bots_verl.core import bots_plus as _bots_plus  # noqa: F401
 from bots_verl.core import dps as _dps  # noqa: F401
 from bots_verl.core import greso as _greso  # noqa: F401
-from bots_verl.core import irt_evidence as _irt_evidence  # noqa: F401
 from bots_verl.core import neighbour_evidence as _neighbour_evidence  # noqa: F401
 from bots_verl.core import noref_selectors as _noref_selectors  # noqa: F401
 from bots_verl.core import oracle as _oracle  # noqa: F401
-from bots_verl.core import residual_evidence as _residual_evidence  # noqa: F401
-from bots_verl.core.allocation import ROLLOUT_ALLOCATIONS
 from bots_verl.core.beta_selectors import BetaPosteriorSelector
 from bots_verl.core.evidence import EVIDENCE, ImplicitEvidence
 from bots_verl.core.metrics import effective_task_ratio
@@ -39,7 +34,6 @@ from bots_verl.core.selector_base import SELECTORS, Selector
 
 __all__ = [
     "EVIDENCE",
-    "ROLLOUT_ALLOCATIONS",
     "SELECTION_RULES",
     "SELECTORS",
     "BetaPosterior",

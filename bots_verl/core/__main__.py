@@ -1,4 +1,4 @@
-"""``python -m bots_verl.core --list``: every registered selector, evidence plug-in, selection and allocation rule."""
+"""``python -m bots_verl.core --list``: every registered selector, evidence plug-in and selection rule."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from bots_verl.core import EVIDENCE, ROLLOUT_ALLOCATIONS, SELECTION_RULES, SELECTORS
+from bots_verl.core import EVIDENCE, SELECTION_RULES, SELECTORS
 from bots_verl.core.registry import Registry, defaults_of, summary_of
 
 logger = logging.getLogger(__name__)
@@ -17,7 +17,6 @@ _SECTIONS: tuple[tuple[str, Registry[Any], str], ...] = (
     ("selectors", SELECTORS, "build_selector(name, ...) / bots.selector=<name>"),
     ("evidence plug-ins", EVIDENCE, "hyperparameter evidence=<name> of the Beta selectors"),
     ("selection rules", SELECTION_RULES, "hyperparameter selection=<name> of the Beta selectors"),
-    ("rollout allocations", ROLLOUT_ALLOCATIONS, "bots.rollout_allocation.mode=<name>; posterior: Beta selectors"),
 )
 
 
@@ -42,16 +41,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit code."""
     parser = argparse.ArgumentParser(prog="python -m bots_verl.core", description=__doc__)
     parser.add_argument("--list", action="store_true", help="print every registered name with its hyperparameters")
-    parser.add_argument(
-        "--names", choices=["selectors", "evidence", "selection", "allocation"], help="print only these names"
-    )
+    parser.add_argument("--names", choices=["selectors", "evidence", "selection"], help="print only these names")
     args = parser.parse_args(argv)
     if args.names:
         by_flag: dict[str, Registry[Any]] = {
             "selectors": SELECTORS,
             "evidence": EVIDENCE,
             "selection": SELECTION_RULES,
-            "allocation": ROLLOUT_ALLOCATIONS,
         }
         registry = by_flag[args.names]
         print(" ".join(sorted(registry)))

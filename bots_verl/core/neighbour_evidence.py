@@ -43,7 +43,6 @@ import numpy as np
 
 from bots_verl.core import defaults
 from bots_verl.core.evidence import EVIDENCE, ImplicitEvidence
-from bots_verl.core.logistic import sigmoid_inplace
 from bots_verl.core.similarity import TaskGraph
 from bots_verl.core.validation import check_real_array, check_unit_interval, require_keys
 
@@ -52,6 +51,16 @@ logger = logging.getLogger(__name__)
 __all__ = ["NeighbourEvidence"]
 
 _STATE_KEYS = ("level", "level_raw", "num", "den", "graph")
+
+
+def _sigmoid_inplace(z: np.ndarray) -> np.ndarray:
+    """The logistic function of ``z``, computed in ``z`` and returned: ``0.5 * (1 + tanh(z / 2))``, which does not
+    overflow, with no pool-sized temporary."""
+    z *= 0.5
+    np.tanh(z, out=z)
+    z += 1.0
+    z *= 0.5
+    return z
 
 
 def _optional_float(name: str, value: Any) -> float | None:
@@ -133,7 +142,7 @@ class NeighbourEvidence(ImplicitEvidence):
         num, den = (self.num, self.den) if indices is None else (self.num[indices], self.den[indices])
         z = self._residual(num, den)
         z += self.level
-        return sigmoid_inplace(z)
+        return _sigmoid_inplace(z)
 
     # ----------------------------------------------------------------------------------------------------- update
     def propose(
@@ -165,7 +174,7 @@ class NeighbourEvidence(ImplicitEvidence):
         state = {"level": level, "level_raw": level_raw, "num": num, "den": den}
         z = self._residual(num, den)
         z += level
-        return sigmoid_inplace(z), state
+        return _sigmoid_inplace(z), state
 
     def commit(self, state: dict[str, Any]) -> None:
         self.level, self.level_raw = state["level"], state["level_raw"]

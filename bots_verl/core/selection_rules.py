@@ -11,11 +11,6 @@ the whole pool and takes the top ``k`` in O(N) with ``argpartition``.
   Thompson-vs-greedy ablation the paper mentions).
 - ``softmax``: sample without replacement with probabilities ``softmax(-|mean - target| / tau)``, via the
   Gumbel-top-k trick (add Gumbel noise to ``score / tau`` and take the top ``k``); the upstream port's ``tau > 0``.
-- ``expected_distance`` (ours, issue 38 item 4): score ``-E[(p_k - target)^2] = -((mean_k - target)^2 + var_k)`` under
-  ``Beta(alpha_k, beta_k)``. Where Thompson sampling gives a wide posterior many chances to land near the target, this
-  rule charges for the width: it prefers tasks *known* to sit near the target, as the testbed's oracle does (it
-  revisits the same ~450 tasks; ``recipes/toy/results/ceiling/gap.md``). Exact ties broken at random. Measured on the
-  testbed it is a negative: it narrows training to ~150 tasks and learns less (``recipes/toy/results/expected/``).
 """
 
 from __future__ import annotations
@@ -30,7 +25,7 @@ from bots_verl.core.registry import Registry
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SELECTION_RULES", "SelectionRule", "expected_distance", "greedy", "softmax", "thompson", "top_k"]
+__all__ = ["SELECTION_RULES", "SelectionRule", "greedy", "softmax", "thompson", "top_k"]
 
 SelectionRule = Callable[..., tuple[np.ndarray, np.ndarray]]
 SELECTION_RULES: Registry[SelectionRule] = Registry("selection rule")
@@ -82,19 +77,5 @@ def softmax(
     mean = alpha / (alpha + beta)
     score = -np.abs(mean - target) / tau
     score += rng.gumbel(size=score.size)
-    picked = top_k(score, k)
-    return picked, mean[picked]
-
-
-@SELECTION_RULES.register("expected_distance")
-def expected_distance(
-    alpha: np.ndarray, beta: np.ndarray, k: int, rng: np.random.Generator, *, target: float = TARGET
-) -> tuple[np.ndarray, np.ndarray]:
-    """The k tasks with the smallest expected squared distance to the target, (mean - target)^2 + variance."""
-    total = alpha + beta
-    mean = alpha / total
-    variance = mean * (1.0 - mean) / (total + 1.0)
-    score = -((mean - target) ** 2 + variance)
-    score += rng.random(score.size) * 1e-12
     picked = top_k(score, k)
     return picked, mean[picked]

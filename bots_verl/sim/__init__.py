@@ -25,7 +25,7 @@ Model (each choice is argued in ``bots_verl/sim/README.md``):
   trained tasks drift to ``p = 1`` without helping the eval set.
 - **Selectors** run unchanged through the core API (``select`` / ``update``); the ``oracle`` sees the true ``p`` via
   the documented ``observe_truth`` hook (:mod:`~bots_verl.sim.oracle`); the directions measured and not adopted
-  for ``bots_plus`` are in :mod:`~bots_verl.sim.ablation_selectors`. DAPO dynamic sampling is a loop option.
+  for ``bots`` are in :mod:`~bots_verl.sim.ablation_selectors`. DAPO dynamic sampling is a loop option.
 - **Metrics**: ETR per step, expected eval accuracy (noise-free unless ``eval_samples > 0``), TTB / BSF vs Random
   paired by seed, rollouts, selector overhead; intervals from :mod:`bots_verl.core.metrics`.
 

@@ -46,11 +46,10 @@ method specs (--methods entries and --variant values):
   bots_rho0.2=bots:rho=0.2         labelled variant: selector bots with rho = 0.2
   b=bots:lam=0.05,selection=greedy several hyperparameters, comma separated
   random+dapo=random:dapo=true     DAPO dynamic sampling on top of random selection
-Selectors: every name `python -m bots_verl.core --list` prints (beyond the paper: greso, bots_warm, bots_plus), plus
-the simulator's own: oracle (it sees the true success probabilities) and the bots_plus ablation's bots_ablation and
-bots_plus_ablation.
-Loop keys: dapo, dapo_gen_factor, dapo_max_rounds; alloc (uniform, posterior, truth), alloc_floor, alloc_max_factor
-(rollouts per task split by the posterior: bots+alloc=bots:alloc=posterior; see bots_verl/core/allocation.py).
+Selectors: every name `python -m bots_verl.core --list` prints (beyond the paper: greso, dps, bots_warm, bots_noref,
+bots_partial_ref), plus the simulator's own: oracle (it sees the true success probabilities) and bots_ablation (the
+paper's bots with the reference prior and learnability selection, measured and not adopted).
+Loop keys: dapo, dapo_gen_factor, dapo_max_rounds; ref_fraction, ref_labels (the reference columns the selector gets).
 
 examples:
   python -m bots_verl.sim --preset demo

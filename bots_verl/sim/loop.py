@@ -4,8 +4,6 @@ Per step (vectorised numpy over the pool; the only Python loop is over DAPO roun
 
 1. ``observe_truth(p)`` for selectors that want it (the oracle), then ``select(B)``.
 2. ``n`` Bernoulli rollouts per picked task: ``successes ~ Binomial(n, p_k)``.
-   With ``alloc=posterior`` the step's ``B * n`` rollouts are split among the picked tasks by their posteriors
-   instead (:mod:`bots_verl.core.allocation`), and each group weighs its share of the rollouts in the policy step.
 3. With DAPO dynamic sampling, all-0 / all-1 groups are dropped and more candidate batches are drawn until ``B``
    informative groups are in hand; every rollout generated counts toward the step's cost.
 4. The policy trains on the kept groups (:meth:`Policy.train`); the selector is updated with every group it generated
@@ -24,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from bots_verl.core import Selector, effective_task_ratio
-from bots_verl.core.allocation import allocate_rollouts
 from bots_verl.runlog import RunWriter
 from bots_verl.sim.embeddings import labelled_reference, pool_embeddings
 from bots_verl.sim.methods import MethodSpec
@@ -35,10 +32,6 @@ from bots_verl.sim.world import World
 logger = logging.getLogger(__name__)
 
 __all__ = ["RunResult", "acc_metric", "build_run_selector", "run_method", "stream"]
-
-
-# Pseudo-counts of the "posterior" that alloc=truth uses: Beta moments then equal p^n to ~1e-7 for n <= 128.
-_TRUTH_ESS = 1e9
 
 
 def acc_metric(scenario: str) -> str:
@@ -157,10 +150,6 @@ def run_method(
                 "eval_every": eval_every,
             },
         )
-    allocate = spec.alloc != "uniform"
-    if spec.alloc == "posterior" and not (hasattr(selector, "alpha") and hasattr(selector, "beta")):
-        raise ValueError(f"method {spec.label!r}: alloc=posterior needs a Beta selector, not {spec.selector!r}")
-    alloc_cap = max(spec.alloc_floor, round(spec.alloc_max_factor * rollouts_per_task))
     gen_size = min(num_tasks, max(1, round(spec.dapo_gen_factor * batch_size))) if spec.dapo else batch_size
     rounds_max = spec.dapo_max_rounds if spec.dapo else 1
     # the oracle's hook (bots_verl.sim.oracle): the true success probabilities before every select
@@ -181,16 +170,8 @@ def run_method(
                 idx = selector.select(gen_size)
                 select_s += time.perf_counter() - t0
                 p = policy.probs_at(idx)
-                if allocate:
-                    if spec.alloc == "posterior":  # the posterior before this step's update, as a trainer has it
-                        a, b = selector.alpha[idx], selector.beta[idx]  # type: ignore[attr-defined]
-                    else:  # the truth, as a posterior of (numerically) infinite confidence: the ceiling
-                        a, b = p * _TRUTH_ESS + 1e-9, (1.0 - p) * _TRUTH_ESS + 1e-9
-                    sizes = allocate_rollouts(a, b, idx.size * rollouts_per_task, floor=spec.alloc_floor, cap=alloc_cap)
-                    s = rng_roll.binomial(sizes, p)
-                else:
-                    sizes = np.full(idx.size, rollouts_per_task, dtype=np.int64)
-                    s = rng_roll.binomial(rollouts_per_task, p)
+                sizes = np.full(idx.size, rollouts_per_task, dtype=np.int64)
+                s = rng_roll.binomial(rollouts_per_task, p)
                 informative = (s > 0) & (s < sizes)
                 # DAPO keeps only informative groups, up to B; without DAPO the whole batch trains.
                 take = np.flatnonzero(informative)[: batch_size - kept] if spec.dapo else np.arange(idx.size)
@@ -206,9 +187,7 @@ def run_method(
             tr_idx = np.concatenate([k[0] for k in keep])
             tr_s = np.concatenate([k[1] for k in keep]).astype(np.float64)
             tr_n = np.concatenate([k[2] for k in keep]).astype(np.float64)
-            # a group's share of the loss is its share of the rollouts (verl averages the loss over all rollouts)
-            weights = tr_n / rollouts_per_task if allocate else None
-            signal = policy.train(tr_idx, tr_s, tr_n, batch_size, group_weights=weights)
+            signal = policy.train(tr_idx, tr_s, tr_n, batch_size)
             u_idx, u_s, u_n = _merge(all_idx, all_s, all_n) if rounds > 1 else (all_idx, all_s, all_n)
             t0 = time.perf_counter()
             selector.update(u_idx, u_s, u_n)

@@ -7,14 +7,11 @@ Spec syntax (CLI ``--methods`` entries and ``--variant`` values)::
     random+dapo=random:dapo=true       # label "random+dapo", random selection with DAPO dynamic sampling
     b=bots:lam=0.05,selection=greedy   # several hyperparameters, comma separated
 
-The keys ``dapo``, ``dapo_gen_factor`` and ``dapo_max_rounds`` configure DAPO dynamic sampling in the simulator loop,
-and ``alloc``, ``alloc_floor``, ``alloc_max_factor`` the rollouts per task (``alloc=posterior``: the step's ``B * n``
-rollouts split by the selector's posterior, :mod:`bots_verl.core.allocation`); ``ref_fraction`` and ``ref_labels``
-the reference columns the selector is given (a labelled share of the pool, chosen ``uniform`` or ``spread``,
-:mod:`bots_verl.sim.embeddings`; 0: none). They are not passed to the selector. Every other key is a selector
-hyperparameter::
+The keys ``dapo``, ``dapo_gen_factor`` and ``dapo_max_rounds`` configure DAPO dynamic sampling in the simulator loop;
+``ref_fraction`` and ``ref_labels`` the reference columns the selector is given (a labelled share of the pool,
+chosen ``uniform`` or ``spread``, :mod:`bots_verl.sim.embeddings`; 0: none). They are not passed to the selector.
+Every other key is a selector hyperparameter::
 
-    bots+alloc=bots:alloc=posterior    # BOTS' selection, rollouts allocated by its posterior (floor 2, cap 4n)
     ref10=bots_partial_ref:ref_fraction=0.1,ref_labels=spread   # references on 10% of the pool, the rest imputed
 """
 
@@ -30,20 +27,16 @@ from bots_verl.core.similarity import LABELLING_METHODS
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ALLOCATIONS", "LOOP_KEYS", "MethodSpec", "parse_method", "parse_value"]
+__all__ = ["LOOP_KEYS", "MethodSpec", "parse_method", "parse_value"]
 
 # Keys of a method spec consumed by the simulator loop, with their defaults.
 LOOP_KEYS: dict[str, Any] = {
     "dapo": False,
     "dapo_gen_factor": 1.0,
     "dapo_max_rounds": 10,
-    "alloc": "uniform",
-    "alloc_floor": 2,
-    "alloc_max_factor": 4.0,
     "ref_fraction": 1.0,
     "ref_labels": "uniform",
 }
-ALLOCATIONS = ("uniform", "posterior", "truth")
 _LABEL = re.compile(r"^[A-Za-z0-9_.+\-]+$")
 
 
@@ -59,13 +52,6 @@ class MethodSpec:
             all-0 / all-1 groups until B informative groups are collected or ``dapo_max_rounds`` rounds are spent.
         dapo_gen_factor: candidate batch size per round, as a multiple of B.
         dapo_max_rounds: rounds per step before training on what was collected.
-        alloc: ``uniform`` (every selected task gets ``n`` rollouts, the paper's) or ``posterior`` (the step's
-            ``B * n`` rollouts split among the selected tasks by the chance a group of each size is mixed under the
-            selector's Beta posterior; :mod:`bots_verl.core.allocation`) or ``truth`` (the same split by the true
-            success probabilities: the ceiling of any allocation rule, for any selector; simulator only). Neither
-            combines with DAPO; ``posterior`` needs a Beta selector.
-        alloc_floor: rollouts every selected task gets at least under ``alloc=posterior`` (2: one is never mixed).
-        alloc_max_factor: the most rollouts one task gets under ``alloc=posterior``, as a multiple of ``n``.
         ref_fraction: the share of the pool whose reference pass rates the selector gets (NaN elsewhere), in [0, 1];
             0 gives it no reference columns at all.
         ref_labels: how the labelled tasks are chosen (``uniform`` or ``spread``,
@@ -78,9 +64,6 @@ class MethodSpec:
     dapo: bool = False
     dapo_gen_factor: float = 1.0
     dapo_max_rounds: int = 10
-    alloc: str = "uniform"
-    alloc_floor: int = 2
-    alloc_max_factor: float = 4.0
     ref_fraction: float = 1.0
     ref_labels: str = "uniform"
 
@@ -89,19 +72,10 @@ class MethodSpec:
             raise ValueError(f"method label {self.label!r} may use only letters, digits and _ . + -")
         if self.dapo_gen_factor <= 0 or self.dapo_max_rounds < 1:
             raise ValueError("dapo_gen_factor must be > 0 and dapo_max_rounds >= 1")
-        if self.alloc not in ALLOCATIONS:
-            raise ValueError(f"alloc must be one of {ALLOCATIONS}, got {self.alloc!r}")
-        if self.alloc_floor < 1 or not 1 <= self.alloc_max_factor < float("inf"):
-            raise ValueError(
-                f"alloc_floor must be >= 1 and alloc_max_factor a finite number >= 1, got {self.alloc_floor!r} and "
-                f"{self.alloc_max_factor!r}"
-            )
         if not 0.0 <= self.ref_fraction <= 1.0:
             raise ValueError(f"ref_fraction must lie in [0, 1], got {self.ref_fraction!r}")
         if self.ref_labels not in LABELLING_METHODS:
             raise ValueError(f"ref_labels must be one of {list(LABELLING_METHODS)}, got {self.ref_labels!r}")
-        if self.alloc != "uniform" and self.dapo:
-            raise ValueError(f"method {self.label!r}: alloc={self.alloc} and dapo=true do not combine")
 
     def with_args(self, **args: Any) -> MethodSpec:
         """A copy with more hyperparameters (loop keys are routed to their fields)."""
@@ -153,12 +127,6 @@ def _coerce_loop(loop: dict[str, Any]) -> dict[str, Any]:
         out["dapo_gen_factor"] = float(out["dapo_gen_factor"])
     if "dapo_max_rounds" in out:
         out["dapo_max_rounds"] = int(out["dapo_max_rounds"])
-    if "alloc" in out:
-        out["alloc"] = str(out["alloc"])
-    if "alloc_floor" in out:
-        out["alloc_floor"] = int(out["alloc_floor"])
-    if "alloc_max_factor" in out:
-        out["alloc_max_factor"] = float(out["alloc_max_factor"])
     if "ref_fraction" in out:
         out["ref_fraction"] = float(out["ref_fraction"])
     if "ref_labels" in out:

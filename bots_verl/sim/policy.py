@@ -80,7 +80,6 @@ class Policy:
         successes: np.ndarray,
         attempts: np.ndarray,
         batch_size: int,
-        group_weights: np.ndarray | None = None,
     ) -> float:
         """Apply one GRPO step on the given rollout groups (a task may appear twice); returns the mean signal.
 
@@ -89,17 +88,12 @@ class Policy:
             successes, attempts: per group.
             batch_size: the nominal batch size B; the gradient is a mean over B groups, as GRPO averages the loss
                 over the batch, so a short batch (DAPO ran out of rounds) learns proportionally less.
-            group_weights: per group, its weight in that mean (None: 1 each). Groups of unequal size weigh their
-                rollouts over the nominal ``n`` (verl averages the loss over rollouts; see
-                :mod:`bots_verl.core.allocation`).
         """
         cfg = self.world.config
         pool = self.world.pool
         g = self.signal(successes.astype(np.float64), attempts.astype(np.float64))
         if indices.size:
             weight = g * pool.discrimination[indices]
-            if group_weights is not None:
-                weight = weight * group_weights
             grad = weight @ pool.loadings[indices] / batch_size
         else:
             grad = np.zeros_like(self.theta)

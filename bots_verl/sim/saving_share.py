@@ -1,7 +1,7 @@
 """The share of a reference arm's step saving that another arm keeps, in the simulator's ablations.
 
 ``(1 - TTB_x) / (1 - TTB_ref)`` at TTB(100%) against Random: 1 = the same saving as the reference arm (paper BOTS in
-``noref_ablation``, the oracle in ``gap_ablation``), 0 = none. A ratio of means with a paired bootstrap interval over
+``noref_ablation``), 0 = none. A ratio of means with a paired bootstrap interval over
 seeds, as ``analysis.paired --ceiling`` reports it for the toy testbed.
 """
 

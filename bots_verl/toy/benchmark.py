@@ -49,7 +49,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["PROFILES", "VARIANTS", "BenchmarkProfile", "arm_settings", "main", "run_benchmark", "training_overrides"]
 
 #: the selectors of issue 16, in the order of the tables
-ALL_SELECTORS = ("random", "offline_easy2hard", "mopps", "implicit_only", "bots", "bots_plus")
+ALL_SELECTORS = ("random", "offline_easy2hard", "mopps", "implicit_only", "bots")
 
 # verl's DAPO dynamic sampling on the correctness metric: all-0 / all-1 groups are discarded after their rollouts and
 # the step is refilled until it holds train_batch_size mixed groups (every generated rollout counts in bots/rollouts)
@@ -80,8 +80,6 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
         "bots",
         ("trainer.v1.trainer_mode=separate_async", "trainer.v1.separate_async.parameter_sync_step=1"),
     ),
-    # ours (issue 24): the warm start with each step's rollouts split by its posterior (bots_verl/core/allocation.py)
-    "bots_warm_alloc": ("bots_warm", ("bots.rollout_allocation.mode=posterior",)),
     # the ceiling (issue 38, item 1): every step the B tasks nearest p* = 0.5 of the true pass rates, computed exactly
     # on the rollout server's weights (those that generate the step's rollouts; bots_verl/toy/oracle.py)
     "oracle": ("pass_rate_oracle", _ORACLE),
@@ -91,19 +89,11 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "bots_ref5": ("bots_partial_ref", ()),
     # issue 36: no reference columns; each step's explicit evidence spreads to similar tasks
     "bots_noref": ("bots_noref", ()),
-    # issue 38, item 4: every reference column, and the interpolation's error learnt over the task graph from each
-    # step's explicit evidence (core/residual_evidence.py; predicted in bots_verl/sim/gap_results.md)
-    "bots_ref_graph": ("bots_ref_graph", ()),
-    # issue 38, item 4: the warm start, selecting the tasks known to sit near p* instead of Thompson sampling
-    # (core/selection_rules.py, expected_distance; predicted in bots_verl/sim/gap_results.md)
-    "bots_warm_expected": ("bots_warm", ("+bots.hparams.selection=expected_distance",)),
 }
 
 #: issue 36's arms -> the labelled subset (bots_verl.toy.similarity.LABELLED_SUBSETS) whose reference columns they read
 #: (None: none); they train on the build's task embeddings and, with a subset, on its train_labelled.parquet
 LABELLED_ARMS: dict[str, str | None] = {"bots_ref10": "ref10", "bots_ref5": "ref5", "bots_noref": None}
-#: arms that read every reference column and the build's task embeddings (the task graph) too
-GRAPH_ARMS: frozenset[str] = frozenset({"bots_ref_graph"})
 
 
 @dataclass(frozen=True)
@@ -157,7 +147,7 @@ CLAIMS_SELECTORS = (
     "bots_ds",
 )
 #: issue 24's peers and our warm start against Random and paper BOTS, on the headline's seeds and settings
-BEYOND_SELECTORS = ("random", "dapo_ds", "greso_ds", "bots", "bots_warm", "bots_warm_alloc")
+BEYOND_SELECTORS = ("random", "dapo_ds", "greso_ds", "bots", "bots_warm")
 
 #: the issue-21 headline: paper BOTS against Random and against trusting the references alone (implicit_only)
 HEADLINE_SELECTORS = ("random", "bots", "implicit_only")
@@ -252,7 +242,7 @@ def training_overrides(
     model = models[str(seed % len(models))]
     rows = profile.prompts * profile.n
     train_files, references, similarity = art["train_files"], art["reference_columns"], []
-    if arm in LABELLED_ARMS or arm in GRAPH_ARMS:
+    if arm in LABELLED_ARMS:
         if "task_embeddings" not in art:
             raise ValueError(f"arm {arm!r} needs the build's task embeddings: rerun bots_verl.toy.prepare on it")
         similarity = [f"bots.task_embeddings={Path(art['task_embeddings']).resolve()}"]

@@ -88,8 +88,8 @@ def test_report_pairs_seeds_and_answers_the_three_questions(bench, tmp_path, cap
 
 
 def test_missing_arm_and_unpaired_seeds_are_refused(bench, tmp_path, capsys):
-    assert main([str(bench), "--arm", "bots_plus"]) == 2
-    assert "no run logs of 'bots_plus'" in capsys.readouterr().err
+    assert main([str(bench), "--arm", "mopps"]) == 2
+    assert "no run logs of 'mopps'" in capsys.readouterr().err
     lone = tmp_path / "lone"
     _write(lone, "bots", 0, 0.4, 0.5, 0.3)
     _write(lone, "oracle", 1, 0.3, 0.0, 0.0)

@@ -35,7 +35,6 @@ def test_the_yaml_section_holds_the_dataclass_defaults():
         ("+bots.sed=1", "bots.sed: Key 'sed' not in 'BOTSConfig'"),
         ("+bots.success.cutoff=1", "bots.success.cutoff: Key 'cutoff' not in 'SuccessConfig'"),
         ("bots.seed=abc", "bots.seed: Value 'abc' of type 'str' could not be converted to Integer"),
-        ("bots.rollout_allocation.min_n=1.5", "bots.rollout_allocation.min_n: Value '1.5'"),
         ("bots.dry_run=maybe", "bots.dry_run: Value 'maybe'"),
         ("bots.selector=bogus", "bots.selector='bogus' is not a registered selector"),
         ("bots.replay_poll_interval=0", "bots.replay_poll_interval must be a positive number"),

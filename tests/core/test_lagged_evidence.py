@@ -14,7 +14,7 @@ from bots_verl.core.paper_rules import PaperBOTS, lag_weight
 N = 40
 _RNG = np.random.default_rng(3)
 REF = np.sort(_RNG.integers(0, 17, size=(N, 2)) / 16, axis=1)
-BETA_SELECTORS = ["bots", "mopps", "implicit_only", "bots_warm", "bots_plus"]
+BETA_SELECTORS = ["bots", "mopps", "implicit_only", "bots_warm"]
 
 
 def _build(name, **hparams):

@@ -21,7 +21,7 @@ def _reference(pool, columns):
 
 @pytest.mark.parametrize(
     ("name", "columns"),
-    [(name, 2) for name in sorted(SELECTORS)] + [("bots_plus", 3), ("mopps", 0), ("random", 0)],
+    [(name, 2) for name in sorted(SELECTORS)] + [("offline_easy2hard", 3), ("mopps", 0), ("random", 0)],
 )
 def test_stated_bytes_per_task_cover_the_measured_peak(name, columns):
     """tracemalloc sees numpy's allocations: build, select and update must stay within the stated figure."""
@@ -81,7 +81,8 @@ def test_a_pool_that_cannot_fit_is_refused_with_the_estimate(monkeypatch):
     build_selector("bots", 1000, reference_pass_rates=np.zeros((1000, 2)))
     assert per_task * 1000 < 2_000_000_000
     # the estimate follows the plug-in actually chosen
-    assert SELECTORS["bots"].bytes_per_task(2, {"evidence": "irt"}) == SELECTORS["bots_plus"].bytes_per_task(2)
+    assert SELECTORS["bots"].bytes_per_task(2, {"evidence": "none"}) == SELECTORS["mopps"].bytes_per_task(2)
+    assert SELECTORS["bots"].bytes_per_task(2, {"evidence": "none"}) < SELECTORS["bots"].bytes_per_task(2)
 
 
 def test_available_memory_is_known_on_linux():

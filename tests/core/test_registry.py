@@ -89,7 +89,7 @@ def test_list_command_prints_every_registered_name():
         ("implicit_only", {"rho": 0.1}, "rho"),
         ("mopps", {"rho": 0.2}, "rho"),
         ("mopps", {"evidence": "interpolation"}, "evidence"),
-        ("bots_plus", {"evidence": "interpolation"}, "evidence"),
+        ("bots_noref", {"evidence": "interpolation"}, "evidence"),
     ],
 )
 def test_presets_refuse_overrides_of_what_defines_them(name, hparams, conflict):

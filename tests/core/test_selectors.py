@@ -41,7 +41,7 @@ def test_different_seeds_differ(name):
 ROUND_TRIPS = [(name, {}) for name in sorted(SELECTORS)] + [
     (name, rule)
     for name in ("bots", "mopps", "implicit_only")
-    for rule in ({"selection": "greedy"}, {"selection": "softmax", "tau": 0.05}, {"selection": "expected_distance"})
+    for rule in ({"selection": "greedy"}, {"selection": "softmax", "tau": 0.05})
 ]
 
 
@@ -104,25 +104,6 @@ def test_greedy_breaks_flat_prior_ties_at_random():
     b = build_selector("bots", N, reference_pass_rates=REF, selection="greedy", seed=1).select(10)
     assert not np.array_equal(a, b)
     assert not np.array_equal(np.sort(a), np.arange(10))
-
-
-def test_expected_distance_prefers_tasks_known_to_sit_near_the_target():
-    from bots_verl.core.selection_rules import expected_distance
-
-    # tasks 0-9: known near 0.5 (Beta(40, 40)); 10-19: mean 0.5 but barely seen (Beta(1, 1)); 20-29: known at 0.6
-    alpha = np.array([40.0] * 10 + [1.0] * 10 + [60.0] * 10)
-    beta = np.array([40.0] * 10 + [1.0] * 10 + [40.0] * 10)
-    rng = np.random.default_rng(0)
-    picked, p = expected_distance(alpha, beta, 10, rng)
-    assert set(picked.tolist()) == set(range(10)) and np.allclose(p, 0.5)
-    # the next ten: Beta(60, 40) costs 0.1^2 + 0.0024 = 0.012, less than the flat prior's 1/12 (its mean is on target)
-    picked, _ = expected_distance(alpha, beta, 20, rng)
-    assert set(picked[10:].tolist()) == set(range(20, 30))
-    # exact ties (the flat prior) are broken at random, differently per seed
-    flat = np.ones(N)
-    a, _ = expected_distance(flat, flat, 10, np.random.default_rng(0))
-    b, _ = expected_distance(flat, flat, 10, np.random.default_rng(1))
-    assert np.unique(a).size == 10 and not np.array_equal(a, b)
 
 
 def test_softmax_temperature_interpolates_between_greedy_and_uniform():

@@ -133,7 +133,6 @@ def _trainer(cluster: Cluster, global_steps: int, cls=BOTSColocateAsyncTrainer):
     trainer.bots = BOTSConfig(selector="bots", seed=3, reference_columns=["weak", "strong"])
     trainer._bots_rule = SuccessRule("auto", 0.0)
     trainer._bots_evicted = []
-    trainer._bots_allocated = {}
     trainer.bots_task_index = TaskIndex([TASK_BASE + p for p in range(cluster.num_tasks)], "extra_info.index")
     trainer.bots_sampler = cluster.sampler
     trainer.global_steps = global_steps

@@ -13,7 +13,6 @@ and attach to the session's Ray cluster (``ray_attach``) to keep CI time modest:
 - **R**: K's step-2 checkpoint resumed in a new process to step 4, compared with A.
 - **D**: DAPO (``algorithm.filter_groups`` on ``acc``) for 2 steps, checkpointed at both (the toy benchmark's
   ``bots_ds`` arm); **DR**: D's step-1 checkpoint resumed in a new process to step 2, compared with D.
-- **L**: ``bots_warm`` with ``bots.rollout_allocation.mode=posterior`` for 2 steps.
 """
 
 from __future__ import annotations
@@ -215,28 +214,3 @@ def test_dapo_resume_gives_identical_selections_posterior_and_weights(dapo_run, 
     assert sorted(read_metrics(dapo_resumed / "run")) == [2]
     result = compare_checkpoints(dapo_run / "ckpt", dapo_resumed / "ckpt", 2)
     assert result["selections"] == [] and result["posterior"] == [] and result["weights"] == [], result
-
-
-@pytest.fixture(scope="module")
-def allocated_run(toy, tmp_path_factory, ray_attach) -> Path:
-    """Run L: the warm-started selector (unequal posteriors from step 1) with rollouts allocated by its posterior.
-
-    Target 0.1: Thompson sampling toward 0.5 picks tasks whose 4 rollouts are best split evenly (so the split would
-    be uniform and prove nothing); toward 0.1 the picked tasks' chances of a mixed group differ and so do their
-    groups (checked offline on this toy pool: 2 to 5 rollouts at step 1 for seeds 0 to 2).
-    """
-    extra = ("bots.selector=bots_warm", "+bots.hparams.target=0.1", "bots.rollout_allocation.mode=posterior")
-    return _two_step_run(toy, tmp_path_factory.mktemp("run_l"), ray_attach(), *extra)
-
-
-def test_posterior_allocation_gives_unequal_groups_within_the_step_budget(allocated_run):
-    """verl's agent loop honours the per-prompt ``__rollout_n__``, GRPO trains the unequal groups, and the posterior
-    receives exactly the rollouts each task was allocated."""
-    metrics = read_metrics(allocated_run / "run")
-    assert sorted(metrics) == [1, 2]
-    for m in metrics.values():
-        assert m["bots/rollouts"] == ROWS  # the budget of uniform GRPO's step
-        assert m["bots/allocation_mismatches"] == 0
-        assert 2 <= m["bots/allocated_min"] <= N <= m["bots/allocated_max"] <= 4 * N
-    assert any(m["bots/allocated_min"] < m["bots/allocated_max"] for m in metrics.values())
-    assert metrics[2]["bots/posterior_rollouts_total"] == 2 * ROWS

@@ -67,17 +67,6 @@ def test_dry_run_warns_for_paths_only_on_the_cluster(caplog):
         # a random subset without a seed differs in every process, so a resume would always be refused
         ("data.train_max_samples=6", "data.seed"),
         ("bots.replay_poll_interval=-1", "replay_poll_interval"),
-        ("bots.rollout_allocation.mode=knapsack", "rollout_allocation.mode"),
-        # the allocation reads a Beta posterior: Random has none
-        ("bots.rollout_allocation.mode=posterior bots.selector=random", "Beta posterior"),
-        ("bots.rollout_allocation.mode=posterior bots.rollout_allocation.min_n=99", "min_n"),
-        ("bots.rollout_allocation.mode=posterior bots.rollout_allocation.max_factor=0.5", "max_factor"),
-        # issue 34: inf raised OverflowError and crashed the dry run
-        (
-            "bots.rollout_allocation.mode=posterior bots.rollout_allocation.max_factor=inf",
-            r"bots.rollout_allocation \(posterior, rollout.n=\d+\): max_factor must be a finite number >= 1, got inf",
-        ),
-        ("bots.rollout_allocation.mode=posterior trainer.v1.trainer_mode=colocate_async", "sync trainer only"),
     ],
 )
 def test_malformed_config_is_a_value_error(pool, tokenizer_dir, override, message):

@@ -1,7 +1,4 @@
-"""Beyond the paper in the simulator (issue 24): greso and bots_warm, the toy preset, rollouts to target, allocation.
-
-The allocation rule itself is tested in ``tests/core/test_allocation.py``.
-"""
+"""Beyond the paper in the simulator (issue 24): greso and bots_warm, the toy preset, rollouts to target."""
 
 from __future__ import annotations
 
@@ -9,7 +6,7 @@ import numpy as np
 import pytest
 
 from bots_verl.runlog import read_meta
-from bots_verl.sim import parse_method, run_experiment
+from bots_verl.sim import run_experiment
 from bots_verl.sim.cli import TOY, main
 from bots_verl.sim.report import cumulative_rollouts, rollouts_to_target
 
@@ -68,27 +65,3 @@ def test_toy_preset_runs_the_beyond_the_paper_methods_on_the_testbeds_shape(tmp_
     assert meta["extra"]["batch_size"] == 16 and meta["extra"]["rollouts_per_task"] == 8
     assert meta["extra"]["scenario"]["name"] == "toy"
     assert "RTT(100%)" in text
-
-
-def test_allocation_in_the_loop():
-    kw = dict(seeds=[0], steps=6, batch_size=16, rollouts_per_task=8, scenario_overrides=SMALL, plots=False)
-    res = run_experiment(
-        "math",
-        ["bots", "u=bots:alloc=uniform", "a=bots:alloc=posterior", "t=random:alloc=truth"],
-        **kw,
-    )
-    np.testing.assert_array_equal(res.runs["bots"][0].eval_acc, res.runs["u"][0].eval_acc)  # uniform: unchanged
-    for label in ("a", "t"):
-        np.testing.assert_array_equal(res.runs[label][0].rollouts, np.full(6, 128.0))  # the same budget per step
-    with pytest.raises(ValueError, match="needs a Beta selector"):
-        run_experiment("math", ["r=random:alloc=posterior"], **kw)
-    with pytest.raises(ValueError, match="do not combine"):
-        parse_method("x=bots:alloc=posterior,dapo=true")
-    with pytest.raises(ValueError, match="alloc must be one of"):
-        parse_method("x=bots:alloc=knapsack")
-
-
-def test_an_alloc_max_factor_that_is_not_finite_is_refused():
-    """Issue 34: ``alloc_max_factor=inf`` passed the check and raised OverflowError in the loop."""
-    with pytest.raises(ValueError, match=r"alloc_max_factor a finite number >= 1, got 2 and inf"):
-        parse_method("x=bots:alloc=posterior,alloc_max_factor=inf")

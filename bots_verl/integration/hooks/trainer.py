@@ -14,9 +14,7 @@ they rely on are pinned in :mod:`bots_verl.integration.safety.verl_pins`):
    :class:`~bots_verl.integration.hooks.replay_buffer.BOTSReplayBuffer` (dispatch-order tie-breaks; with the
    deterministic ``hf`` rollout, rows in :mod:`~bots_verl.integration.hooks.canonical_order`; with DAPO, the evicted
    groups reported to :meth:`BOTSTrainer._bots_observe_evicted`).
-4. ``_fetch_one_gen_batch`` records the order in which prompts were dispatched and, with
-   ``bots.rollout_allocation.mode=posterior``, gives each prompt its rollouts as ``__rollout_n__`` (the per-prompt
-   ``n`` verl's agent loop reads; :mod:`bots_verl.core.allocation`).
+4. ``_fetch_one_gen_batch`` records the order in which prompts were dispatched.
 5. ``init`` (before any worker starts) runs the resume checks
    (:func:`~bots_verl.integration.safety.resume.check_resume`: a missing ``data.pt``, or one with no BOTS sampler
    state, is refused) and ``_init_dataloader`` compares the checkpoint's fingerprint with the pool and reference
@@ -42,7 +40,6 @@ from omegaconf import DictConfig
 from torchdata.stateful_dataloader import StatefulDataLoader
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
-from verl.utils import tensordict_utils as tu
 
 from bots_verl.config.bots_config import BOTSConfig, effective_hparams, read_bots_config
 from bots_verl.config.verl_checks import check_data_subset, check_verl_compat, dapo_enabled
@@ -97,8 +94,6 @@ class BOTSTrainer(PPOTrainerSync):
         # uid -> dispatch position of the prompts of the current step (deterministic row order)
         self._bots_dispatch_order: dict[str, int] = {}
         self._bots_dispatch_counter: Iterator[int] = itertools.count()
-        # position -> rollouts allocated this step (bots.rollout_allocation); empty with uniform allocation
-        self._bots_allocated: dict[int, int] = {}
         self.bots_sampler: BOTSSampler | None = None
         self.bots_task_index: TaskIndex | None = None
         # the checkpoint init() found to resume from, for the fingerprint check once the pool is known
@@ -196,14 +191,6 @@ class BOTSTrainer(PPOTrainerSync):
         batch = super()._fetch_one_gen_batch()
         for uid in list(batch["uid"]):
             self._bots_dispatch_order[str(uid)] = next(self._bots_dispatch_counter)
-        mode, params = self.bots.rollout_allocation.mode, self.bots.rollout_allocation.params
-        if mode != "uniform":
-            # the fetch's budget is what uniform GRPO would spend on it, so verl's mini-batch sizes still hold
-            budget = len(batch) * int(self.config.actor_rollout_ref.rollout.n)
-            positions, sizes = self.bots_sampler.allocate(len(batch), budget, mode, params)
-            tu.assign_non_tensor_stack(batch, "__rollout_n__", sizes)
-            for position, size in zip(positions, sizes, strict=True):
-                self._bots_allocated[position] = self._bots_allocated.get(position, 0) + size
         return batch
 
     def init(self) -> None:
@@ -250,7 +237,6 @@ class BOTSTrainer(PPOTrainerSync):
         read_ms = (time.perf_counter() - t0) * 1e3
         select_ms, select_roundtrip_ms = self.bots_sampler.client.pop_timing()
         padding = float(sum(1 for tag in batch.tags if tag.get("is_padding", False)))
-        allocated, self._bots_allocated = self._bots_allocated, {}
         if indices.size == 0:
             logger.warning("BOTS: step %s produced no outcomes; posterior not updated", self.global_steps)
             dispatch = self.bots_sampler.end_step()
@@ -274,7 +260,6 @@ class BOTSTrainer(PPOTrainerSync):
             read_ms=read_ms,
             evicted_rollouts=float(evicted),
             padding_rows=padding,
-            **_allocation_figures(allocated, indices, attempts),
             **dispatch,
         )
 
@@ -292,23 +277,6 @@ class BOTSTrainer(PPOTrainerSync):
         batch = super().step(metrics, timing_raw)
         metrics.update(self.update_from_trained_batch(batch))
         return batch
-
-
-def _allocation_figures(allocated: dict[int, int], indices: Any, attempts: Any) -> dict[str, float]:
-    """The step's fewest and most rollouts per task under ``bots.rollout_allocation`` (none when uniform), and
-    ``allocation_mismatches``: tasks whose rollouts reaching the posterior differ from what was allocated (0 unless
-    verl did not honour ``__rollout_n__`` or a group failed)."""
-    if not allocated:
-        return {}
-    received = {int(i): float(a) for i, a in zip(indices, attempts, strict=True)}
-    mismatches = sum(1 for position, size in allocated.items() if received.get(position) != size)
-    if mismatches:
-        logger.warning("BOTS: %d tasks received other rollout counts than allocated", mismatches)
-    return {
-        "allocated_min": float(min(allocated.values())),
-        "allocated_max": float(max(allocated.values())),
-        "allocation_mismatches": float(mismatches),
-    }
 
 
 def _with_sampler(loader: StatefulDataLoader, sampler: BOTSSampler) -> StatefulDataLoader:

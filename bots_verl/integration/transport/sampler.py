@@ -240,27 +240,6 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         self._reconcile_inflight()
         return stats, ms
 
-    def allocate(self, count: int, budget: int, mode: str, params: dict[str, Any]) -> tuple[list[int], list[int]]:
-        """Rollouts for each of the last ``count`` positions served (verl's fetch just collated them), in order.
-
-        Returns:
-            ``(positions, rollouts)``, both of length ``count``.
-
-        Args:
-            count: prompts of the fetch.
-            budget: their rollouts in all (``count * rollout.n``).
-            mode, params: ``bots.rollout_allocation`` (:mod:`bots_verl.core.allocation`).
-
-        Raises:
-            ValueError: if fewer than ``count`` positions were served this step, or the rule refuses.
-            PosteriorLostError: if the actor died or was re-created.
-        """
-        if not 0 < count <= len(self._dispatched):
-            raise ValueError(f"{count} prompts to allocate, {len(self._dispatched)} served in this step")
-        positions = np.asarray(self._dispatched[-count:], dtype=np.int64)
-        sizes = self.client.allocate(positions, int(budget), mode, dict(params))
-        return [int(p) for p in positions], sizes
-
     # ------------------------------------------------------------------------------------------------ Stateful
     def state_dict(self) -> dict[str, Any]:
         """The selector state (pulled from the service), counters, dispatch log, task ids and this run's fingerprint

@@ -4,7 +4,7 @@
 Every call is one ``ray.get`` on the service; every reply carries the service's incarnation token, and a token that
 changes behind the client's back (the actor was re-created with the prior) or a dead actor is a
 :class:`PosteriorLostError`: the run must resume from its last checkpoint instead of training on from the prior. The
-client also sums the time selections and allocations take, in the service and with the round trip, for the step's
+client also sums the time selections take, in the service and with the round trip, for the step's
 ``bots/select_ms`` and ``bots/select_roundtrip_ms``.
 
 :class:`InProcessSelectorClient` calls a :class:`~bots_verl.integration.transport.selector_service.SelectorService` in
@@ -52,7 +52,7 @@ class SelectorClient:
     def __init__(self, actor: SelectorActor) -> None:
         self.actor = actor
         self._incarnation: str | None = None
-        self.select_ms = 0.0  # service-side selection (and allocation) time since the last ``pop_timing``
+        self.select_ms = 0.0  # service-side selection time since the last ``pop_timing``
         self.select_roundtrip_ms = 0.0  # the same including the Ray round trip
 
     def _call(self, method: str, *args: Any) -> Any:
@@ -105,20 +105,6 @@ class SelectorClient:
         stats, token, ms = self._call("update_selector", indices, successes, attempts, lags)
         self._check_incarnation(token)
         return stats, ms
-
-    def allocate(self, positions: np.ndarray, budget: int, mode: str, params: dict[str, Any]) -> list[int]:
-        """Rollouts per task for ``positions`` under the current posterior (:mod:`bots_verl.core.allocation`).
-
-        Raises:
-            ValueError: if the rule refuses.
-            PosteriorLostError: if the actor died or was re-created.
-        """
-        t0 = time.perf_counter()
-        sizes, token, ms = self._call("allocate", positions, int(budget), mode, dict(params))
-        self._check_incarnation(token)
-        self.select_ms += ms
-        self.select_roundtrip_ms += (time.perf_counter() - t0) * 1e3
-        return [int(n) for n in sizes]
 
     def pull_state(self) -> dict[str, Any]:
         """The selector's whole state (RNG included), torch-safe for ``data.pt``

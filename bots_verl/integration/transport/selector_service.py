@@ -26,7 +26,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from bots_verl.core import ROLLOUT_ALLOCATIONS, build_selector
+from bots_verl.core import build_selector
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,6 @@ class SelectorActor(Protocol):
 
     select: RemoteMethod[tuple[np.ndarray, str, float]]
     update_selector: RemoteMethod[tuple[dict[str, float], str, float]]
-    allocate: RemoteMethod[tuple[np.ndarray, str, float]]
     stats: RemoteMethod[dict[str, float]]
     state_dict: RemoteMethod[tuple[dict[str, Any], str]]
     load_state_dict: RemoteMethod[str]
@@ -114,25 +113,6 @@ class SelectorService:
         self.selector.update(indices, successes, attempts, lags=lags)
         ms = (time.perf_counter() - t0) * 1e3
         return self.selector.stats(), self.incarnation, ms
-
-    def allocate(
-        self, indices: np.ndarray, budget: int, mode: str, params: dict[str, Any]
-    ) -> tuple[np.ndarray, str, float]:
-        """Rollouts per task for ``indices`` under the current posterior (:mod:`bots_verl.core.allocation`).
-
-        Returns:
-            ``(sizes, incarnation, allocate_ms)``.
-
-        Raises:
-            ValueError: for an unknown mode, a selector without a Beta posterior, or a bad budget or parameters.
-        """
-        t0 = time.perf_counter()
-        rule = ROLLOUT_ALLOCATIONS.lookup(mode)
-        if not hasattr(self.selector, "alpha"):
-            raise ValueError(f"rollout allocation {mode!r} needs a Beta posterior; {type(self.selector).__name__}")
-        idx = np.asarray(indices, dtype=np.int64)
-        sizes = rule(self.selector.alpha[idx], self.selector.beta[idx], int(budget), **params)
-        return sizes, self.incarnation, (time.perf_counter() - t0) * 1e3
 
     def stats(self) -> dict[str, float]:
         """The selector's summary statistics (no prefix)."""
