@@ -35,7 +35,7 @@ from analysis import loader
 from analysis.loader import ETR_METRIC, LoadError, Run
 from analysis.table_model import display, row_labeller, row_sort_key
 from analysis.tables import ablation_rows, select_methods
-from bots_verl.core import metrics as core
+from bots_verl.core import selection_metrics as core
 
 __all__ = [
     "FIGURES",

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from bots_verl import runlog
-from bots_verl.core.metrics import Interval, interval
+from bots_verl.core.selection_metrics import Interval, interval
 from bots_verl.fileio import markdown_table
 
 logger = logging.getLogger(__name__)

@@ -1,13 +1,13 @@
-"""Cost-to-target metrics (rollouts, wall-clock) on top of :mod:`bots_verl.core.metrics`.
+"""Cost-to-target metrics (rollouts, wall-clock) on top of :mod:`bots_verl.core.selection_metrics`.
 
 TTB counts *steps*; a selector that spends more rollouts or seconds per step (oversampling, filtering, slow
 selection) can look fast in steps and still cost more. The reviewers asked for wall-clock and rollout counts, so the
 tables also report the cost, in rollouts or seconds, a method spends until it first reaches Random's best within
 ``fraction`` of the budget, over Random's cost, with the same two denominators as TTB
-(:func:`bots_verl.core.metrics.ttb`): ``"baseline"`` (default) divides by what Random spent until it first reached
-that score itself (so Random scores exactly 1), ``"budget"`` by what Random spent in the whole ``fraction`` of the
-budget. ``< 1`` is cheaper. Target and first-reach step come from the core functions, so these numbers agree with TTB
-by construction.
+(:func:`bots_verl.core.selection_metrics.ttb`): ``"baseline"`` (default) divides by what Random spent until it first
+reached that score itself (so Random scores exactly 1), ``"budget"`` by what Random spent in the whole ``fraction`` of
+the budget. ``< 1`` is cheaper. Target and first-reach step come from the core functions, so these numbers agree with
+TTB by construction.
 
 A cost curve is the per-step cost (``bots/rollouts`` or ``timing_s/step``) keyed by training step; the cost "until step
 s" is the sum over logged steps ``<= s``.
@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bots_verl.core import metrics as core
+from bots_verl.core import selection_metrics as core
 
 __all__ = ["Curve", "best_within", "cost_to_baseline", "cost_to_reach", "cost_within"]
 
@@ -32,7 +32,8 @@ class Curve(NamedTuple):
 
 
 def best_within(curve: Curve, horizon: float) -> float:
-    """The curve's best value at steps ``<= horizon`` (NaN if none); :func:`bots_verl.core.metrics.best_within`."""
+    """The curve's best value at steps ``<= horizon`` (NaN if none);
+    :func:`bots_verl.core.selection_metrics.best_within`."""
     return core.best_within(curve.steps, curve.values, horizon)
 
 

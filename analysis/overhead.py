@@ -26,7 +26,7 @@ import numpy as np
 from analysis import loader, render
 from analysis.loader import STEP_TIME_METRIC, LoadError, Run
 from analysis.table_model import display, row_labeller, row_sort_key
-from bots_verl.core import metrics as core
+from bots_verl.core import selection_metrics as core
 
 __all__ = ["OverheadTable", "RunOverhead", "overhead_table", "run_overhead", "to_grid"]
 

@@ -4,7 +4,7 @@ Runs with the same seed share the starting policy, the data order and the rollou
 removes most of the seed-to-seed noise is the per-seed difference (or ratio) between a selector and the baseline.
 Only seeds that both have are paired; the others are listed, never silently mixed in. Per paired seed:
 
-- ``TTB(x)`` and ``BSF(x)`` at 25/50/100% of the budget: :func:`bots_verl.core.metrics.ttb` / ``bsf``, the
+- ``TTB(x)`` and ``BSF(x)`` at 25/50/100% of the budget: :func:`bots_verl.core.selection_metrics.ttb` / ``bsf``, the
   definitions of the paper's tables (:mod:`analysis.tables`; TTB over the baseline's own steps, so Random = 1);
 - ``slope ratio``: the least-squares slope of held-out accuracy against step of the baseline over the selector's.
   It reads like TTB: below 1 the selector gains accuracy faster (0.5: twice as fast). A seed where either slope is
@@ -25,8 +25,8 @@ horizon past its last step; the slope ratio and the gain differences compare bot
 last step (at equal steps). A selector run longer than the baseline's is refused.
 
 Each statistic gets its mean over the paired seeds where it is defined and two 95% intervals of that mean: the
-Student-t interval (:func:`bots_verl.core.metrics.interval`) and a paired bootstrap percentile interval (the seeds
-resampled with replacement, 10000 times, from a fixed generator seed, so the output is deterministic). With few
+Student-t interval (:func:`bots_verl.core.selection_metrics.interval`) and a paired bootstrap percentile interval (the
+seeds resampled with replacement, 10000 times, from a fixed generator seed, so the output is deterministic). With few
 seeds neither is trustworthy alone: the t interval is wide (t quantile 4.30 at 3 seeds) and the bootstrap interval
 too narrow (it never leaves the range of the per-seed values). A seed where a statistic is undefined (target never
 reached, a non-positive slope, no run log) is counted with its reason.
@@ -80,7 +80,7 @@ from analysis.loader import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC, LoadE
 from analysis.metrics import Curve, cost_to_baseline
 from analysis.tables import cost_curve
 from bots_verl import runlog
-from bots_verl.core import metrics as core
+from bots_verl.core import selection_metrics as core
 
 __all__ = [
     "BASELINE",
@@ -454,7 +454,7 @@ class PairedStat:
         values: per paired seed, the value (NaN where undefined).
         reasons: per seed without a value, why (``never reached``, ``selector slope ≤ 0``, ``no run log``, ...).
         parts: per seed, the (selector, baseline) numbers compared, where the statistic has them (slopes, gains).
-        t: mean and Student-t interval over the seeds with a value (:class:`bots_verl.core.metrics.Interval`).
+        t: mean and Student-t interval over the seeds with a value (:class:`bots_verl.core.selection_metrics.Interval`).
         bootstrap: the percentile bootstrap interval of the same mean.
     """
 
@@ -836,7 +836,7 @@ def _intervals_note(comparisons: Sequence[Comparison]) -> dict[str, str]:
     c = comparisons[0] if comparisons else Comparison("", BASELINE, [], {})
     return {
         "t": f"{c.level:.0%} Student-t interval of the mean over the paired seeds with a value "
-        "(bots_verl.core.metrics.interval)",
+        "(bots_verl.core.selection_metrics.interval)",
         "bootstrap": f"{c.level:.0%} percentile interval of the mean over {c.resamples} resamples of the paired seeds "
         f"with a value (with replacement, numpy.random.default_rng({c.rng_seed}))",
     }

@@ -15,7 +15,7 @@ from typing import Any
 
 from analysis.loader import Run
 from bots_verl import runlog
-from bots_verl.core import metrics as core
+from bots_verl.core import selection_metrics as core
 
 __all__ = [
     "BASELINE",
@@ -55,12 +55,13 @@ class Column:
 
 @dataclass
 class Table:
-    """A computed table: ``cells[(model, row, domain, column key)]`` holds an :class:`~bots_verl.core.metrics.Interval`.
+    """A computed table: ``cells[(model, row, domain, column key)]`` holds an
+    :class:`~bots_verl.core.selection_metrics.Interval`.
 
     Attributes:
         models: the model names (``Run.model_name``), smallest first; one block of rows each.
         rows: every row label, in display order (a model's own rows: :meth:`rows_of`).
-        ttb_denominator: ``"baseline"`` or ``"budget"`` (see :func:`bots_verl.core.metrics.ttb`).
+        ttb_denominator: ``"baseline"`` or ``"budget"`` (see :func:`bots_verl.core.selection_metrics.ttb`).
     """
 
     title: str

@@ -5,14 +5,15 @@ Layout (the paper's main table): rows are methods, in the paper's order and with
 (1.5B before 7B) when the runs hold several; columns are domain × metric:
 
 - ``TTB(25/50/100%)`` (lower is better) and ``BSF(25/50/100%)`` (higher is better), relative to Random with the same
-  seed (:func:`bots_verl.core.metrics.ttb` / ``bsf``), then summarised over seeds. TTB divides by Random's own steps
-  to its target by default (Random = 1.00, as in the paper); ``--ttb-denominator budget`` divides by x% of the budget;
+  seed (:func:`bots_verl.core.selection_metrics.ttb` / ``bsf``), then summarised over seeds. TTB divides by Random's own
+  steps to its target by default (Random = 1.00, as in the paper); ``--ttb-denominator budget`` divides by x% of the
+  budget;
 - ``ETR``: the mean over steps of the per-step effective task ratio (absolute, not relative);
 - ``Roll(100%)``: rollouts spent to first reach Random's final best, over Random's rollouts (same denominator as TTB);
 - ``Time(100%)``: the same with wall-clock seconds (``timing_s/step``), only for domains whose runs logged it.
 
-Every cell is the mean over seeds with a 95% Student-t interval (:func:`bots_verl.core.metrics.interval`); ``—`` means
-no seed reached the target, ``(k/n —)`` that k of n seeds did not (the mean is then over the others).
+Every cell is the mean over seeds with a 95% Student-t interval (:func:`bots_verl.core.selection_metrics.interval`);
+``—`` means no seed reached the target, ``(k/n —)`` that k of n seeds did not (the mean is then over the others).
 
 Usage::
 
@@ -40,7 +41,7 @@ from analysis.loader import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC, LoadE
 from analysis.metrics import Curve, cost_to_baseline
 from analysis.table_model import BASELINE, PAPER_LABELS, Column, Table, display, row_labeller, row_sort_key
 from bots_verl.core import defaults
-from bots_verl.core import metrics as core
+from bots_verl.core import selection_metrics as core
 
 __all__ = [
     "ABLATION_PARAMS",

@@ -3,7 +3,7 @@
 ``collect --label-fraction F --label-by uniform|spread [--embeddings FILE]`` evaluates only the chosen tasks; ``merge``
 then leaves every other row NaN, and BOTS infers those rows through the task-similarity graph
 (``+bots.hparams.reference_nan=neighbours`` with ``bots.task_embeddings``). The choice is
-:func:`bots_verl.core.similarity.choose_labelled`: ``uniform`` draws the fraction at random, ``spread`` spreads it over
+:func:`bots_verl.core.task_graph.choose_labelled`: ``uniform`` draws the fraction at random, ``spread`` spreads it over
 the embedding space (needs the embedding file). The same data, fraction, method, seed and embeddings give the same
 subset, so the two reference models' ``collect`` runs (and every shard) label the same tasks.
 
@@ -113,7 +113,7 @@ def choose_subset(
         ValueError: a fraction outside (0, 1] (0 would leave BOTS without any reference, which is ``bots_noref``, not
             a labelling), an unknown method, ``spread`` without embeddings, an embedding file that does not match.
     """
-    from bots_verl.core.similarity import choose_labelled
+    from bots_verl.core.task_graph import choose_labelled
     from bots_verl.integration.evidence.embeddings import load_task_embeddings
 
     if not 0.0 < fraction <= 1.0 or not np.isfinite(fraction):

@@ -29,7 +29,7 @@ import numpy as np
 
 from bots_verl.benchmarks.selector_speed import time_steps
 from bots_verl.core import Selector, build_selector
-from bots_verl.core.similarity import choose_labelled, impute_reference
+from bots_verl.core.task_graph import choose_labelled, impute_reference
 from bots_verl.fileio import markdown_table, write_text_atomic
 
 logger = logging.getLogger(__name__)

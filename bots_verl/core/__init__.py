@@ -7,7 +7,7 @@ Example:
     >>> sel.update(batch, successes, attempts)   # per task of the batch, e.g. out of 16 rollouts
 
 ``python -m bots_verl.core --list`` prints every registered selector, evidence plug-in and selection rule with its
-hyperparameters. The paper's rules, written plainly, are in :mod:`bots_verl.core.paper_rules`.
+hyperparameters. The paper's rules, written plainly, are in :mod:`bots_verl.core.paper.paper_rules`.
 
 This package imports only numpy and the standard library.
 """
@@ -16,20 +16,17 @@ from __future__ import annotations
 
 from typing import Any
 
-# Importing the modules registers their entries: the paper's selectors and baselines, then what lies beyond the paper
-# (``greso``, the 2026 peer ``dps``, the task-graph presets), and the toy testbed's ceiling (``pass_rate_oracle``).
-from bots_verl.core import baseline_selectors as _baseline_selectors  # noqa: F401
-from bots_verl.core import dps as _dps  # noqa: F401
-from bots_verl.core import greso as _greso  # noqa: F401
-from bots_verl.core import neighbour_evidence as _neighbour_evidence  # noqa: F401
-from bots_verl.core import noref_selectors as _noref_selectors  # noqa: F401
-from bots_verl.core import oracle as _oracle  # noqa: F401
-from bots_verl.core.beta_selectors import BetaPosteriorSelector
-from bots_verl.core.evidence import EVIDENCE, ImplicitEvidence
-from bots_verl.core.metrics import effective_task_ratio
-from bots_verl.core.posterior import BetaPosterior
+# Importing the three groups registers their entries: the paper's selectors, plug-ins and rules and its baselines,
+# the peers, and ours (python -m bots_verl.core --list prints them by group).
+from bots_verl.core import ours as _ours  # noqa: F401
+from bots_verl.core import paper as _paper  # noqa: F401
+from bots_verl.core import peers as _peers  # noqa: F401
+from bots_verl.core.paper.bots_selectors import BetaPosteriorSelector
+from bots_verl.core.paper.implicit_evidence import EVIDENCE, ImplicitEvidence
+from bots_verl.core.paper.posterior import BetaPosterior
+from bots_verl.core.paper.selection_rules import SELECTION_RULES
 from bots_verl.core.registry import Registry
-from bots_verl.core.selection_rules import SELECTION_RULES
+from bots_verl.core.selection_metrics import effective_task_ratio
 from bots_verl.core.selector_base import SELECTORS, Selector
 
 __all__ = [

@@ -1,4 +1,5 @@
-"""``python -m bots_verl.core --list``: every registered selector, evidence plug-in and selection rule."""
+"""``python -m bots_verl.core --list``: every registered selector, evidence plug-in and selection rule, grouped as
+the paper's, the peers' and ours."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bots_verl.core import EVIDENCE, SELECTION_RULES, SELECTORS
-from bots_verl.core.registry import Registry, defaults_of, summary_of
+from bots_verl.core.registry import GROUPS, OTHER_GROUP, Registry, defaults_of, summary_of
 
 logger = logging.getLogger(__name__)
 
@@ -21,18 +22,25 @@ _SECTIONS: tuple[tuple[str, Registry[Any], str], ...] = (
 
 
 def listing() -> str:
-    """The text ``--list`` prints."""
+    """The text ``--list`` prints: each registry's entries by group (paper, peers, ours), each with its parameters."""
     lines = []
     for title, registry, usage in _SECTIONS:
         lines.append(f"{title} ({usage}):")
+        by_group: dict[str, list[str]] = {}
         for name in sorted(registry):
-            entry = registry[name]
-            lines.append(f"  {name:<18} {summary_of(entry)}")
-            params = defaults_of(entry)
-            fixed = getattr(entry, "FIXED", {})
-            if params:
-                text = ", ".join(f"{k}={v!r}" + (" (fixed)" if k in fixed else "") for k, v in params.items())
-                lines.append(f"  {'':<18} {text}")
+            by_group.setdefault(registry.group_of(name), []).append(name)
+        for group in (*GROUPS, OTHER_GROUP):
+            if group not in by_group:
+                continue
+            lines.append(f"  {group}: {GROUPS.get(group, 'registered outside bots_verl.core')}")
+            for name in by_group[group]:
+                entry = registry[name]
+                lines.append(f"    {name:<18} {summary_of(entry)}")
+                params = defaults_of(entry)
+                fixed = getattr(entry, "FIXED", {})
+                if params:
+                    text = ", ".join(f"{k}={v!r}" + (" (fixed)" if k in fixed else "") for k, v in params.items())
+                    lines.append(f"    {'':<18} {text}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 

@@ -1,10 +1,10 @@
 """The paper's hyperparameters in one place (BOTS, arXiv 2510.26374, Sec. 4, and the authors' ``bots.yaml``).
 
-Every module that states a BOTS default reads it here: the plain rules (:mod:`bots_verl.core.paper_rules`), the
-selectors (:class:`~bots_verl.core.beta_selectors.BetaPosteriorSelector`), the interpolation plug-in
-(:mod:`bots_verl.core.evidence`), the selection rules, the run-log method labels (:mod:`bots_verl.runlog`), the
-``bots:`` config section (:mod:`bots_verl.config.bots_config`) and the tables (``analysis/tables.py``). Standard
-library only.
+Every module that states a BOTS default reads it here: the plain rules (:mod:`bots_verl.core.paper.paper_rules`), the
+selectors (:class:`~bots_verl.core.paper.bots_selectors.BetaPosteriorSelector`), the interpolation plug-in
+(:mod:`bots_verl.core.paper.implicit_evidence`), the selection rules, the run-log method labels
+(:mod:`bots_verl.runlog`), the ``bots:`` config section (:mod:`bots_verl.config.bots_config`) and the tables
+(``analysis/tables.py``). Standard library only.
 """
 
 from __future__ import annotations

@@ -1,15 +1,17 @@
 """The registry type for everything the core looks up by name: selectors, evidence plug-ins and selection rules.
 
 Each kind of entry has one :class:`Registry`, defined by the module that holds its interface (``SELECTORS`` in
-:mod:`bots_verl.core.selector_base`, ``EVIDENCE`` in :mod:`bots_verl.core.evidence`, ``SELECTION_RULES`` in
-:mod:`bots_verl.core.selection_rules`), so this module depends on none of them. An entry is a class with a
+:mod:`bots_verl.core.selector_base`, ``EVIDENCE`` in :mod:`bots_verl.core.paper.implicit_evidence`, ``SELECTION_RULES``
+in
+:mod:`bots_verl.core.paper.selection_rules`), so this module depends on none of them. An entry is a class with a
 ``DEFAULTS`` dict (selectors, evidence plug-ins) or a function whose keyword-only arguments are its parameters
-(selection rules); :func:`defaults_of` reads either. ``python -m bots_verl.core --list`` prints every entry with its
-parameters, so no list of names has to be kept by hand.
+(selection rules); :func:`defaults_of` reads either. Each core entry is registered with its group, ``paper``,
+``peers`` or ``ours`` (:data:`GROUPS`, the subpackage it lives in). ``python -m bots_verl.core --list`` prints every
+entry with its parameters, by group, so no list of names has to be kept by hand.
 
 Adding an entry is one decorator::
 
-    @SELECTION_RULES.register("my_rule")
+    @SELECTION_RULES.register("my_rule")  # group: None, or "ours" for a rule of this package
     def my_rule(alpha, beta, k, rng, *, target=0.5, my_param=1.0): ...
 """
 
@@ -22,9 +24,18 @@ from typing import Any, TypeVar
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Registry", "defaults_of", "summary_of"]
+__all__ = ["GROUPS", "OTHER_GROUP", "Registry", "defaults_of", "summary_of"]
 
 T = TypeVar("T")
+
+#: Where a core entry comes from, in the order ``--list`` prints them; each is a subpackage of ``bots_verl.core``.
+GROUPS: dict[str, str] = {
+    "paper": "BOTS (arXiv 2510.26374) and the baselines it is measured against",
+    "peers": "other published selectors, on the same API",
+    "ours": "beyond the paper, measured on the toy testbed",
+}
+#: The group of an entry registered without one (e.g. a user's own selector).
+OTHER_GROUP = "other"
 
 
 class Registry(dict[str, T]):
@@ -37,9 +48,21 @@ class Registry(dict[str, T]):
     def __init__(self, kind: str) -> None:
         super().__init__()
         self.kind = kind
+        self._groups: dict[str, str] = {}
 
-    def register(self, name: str) -> Callable[[T], T]:
-        """Decorator that adds an entry under ``name`` (a class also gets ``name`` as its ``name`` attribute)."""
+    def register(self, name: str, group: str | None = None) -> Callable[[T], T]:
+        """Decorator that adds an entry under ``name`` (a class also gets ``name`` as its ``name`` attribute).
+
+        Args:
+            name: the entry's name.
+            group: one of :data:`GROUPS` (the core's own entries: the subpackage they live in); None files the entry
+                under :data:`OTHER_GROUP`.
+
+        Raises:
+            ValueError: for a name already registered or an unknown group.
+        """
+        if group is not None and group not in GROUPS:
+            raise ValueError(f"{self.kind} {name!r}: group must be one of {list(GROUPS)} or None, got {group!r}")
 
         def add(entry: T) -> T:
             if name in self:
@@ -47,9 +70,19 @@ class Registry(dict[str, T]):
             if isinstance(entry, type):
                 entry.name = name  # type: ignore[attr-defined]
             self[name] = entry
+            self._groups[name] = group or OTHER_GROUP
             return entry
 
         return add
+
+    def __delitem__(self, name: str) -> None:
+        super().__delitem__(name)
+        self._groups.pop(name, None)
+
+    def group_of(self, name: str) -> str:
+        """The group ``name`` was registered with (:data:`GROUPS`, or :data:`OTHER_GROUP`)."""
+        self.lookup(name)
+        return self._groups.get(name, OTHER_GROUP)
 
     def lookup(self, name: Any) -> T:
         """The entry called ``name``.

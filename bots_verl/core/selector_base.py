@@ -24,9 +24,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bots_verl.core.memory import check_pool_fits
-from bots_verl.core.metrics import batch_composition, effective_task_ratio
 from bots_verl.core.registry import Registry
-from bots_verl.core.similarity import TaskGraph, check_embeddings, impute_reference
+from bots_verl.core.selection_metrics import batch_composition, effective_task_ratio
+from bots_verl.core.task_graph import TaskGraph, check_embeddings, impute_reference
 from bots_verl.core.validation import (
     check_batch_size,
     check_count,
@@ -81,14 +81,14 @@ class Selector:
         num_tasks: pool size N; tasks are ``0 .. N-1``.
         reference_pass_rates: optional ``(N,)`` or ``(N, K)`` reference pass rates, columns ordered weak -> strong.
         task_embeddings: optional ``(N, d)`` task embeddings, one row per task (finite, no all-zero row). The
-            selector builds the task graph (:class:`~bots_verl.core.similarity.TaskGraph`, ``graph_k`` neighbours)
+            selector builds the task graph (:class:`~bots_verl.core.task_graph.TaskGraph`, ``graph_k`` neighbours)
             from them once, and only when something needs it: ``reference_nan="neighbours"`` with missing values, or
             an evidence plug-in with ``needs_graph`` (``neighbours``). The embeddings themselves are not kept.
         seed: seed of the selector's own ``numpy`` generator (PCG64).
         **hparams: hyperparameters; names and defaults in ``DEFAULTS``, plus two for every selector:
             ``reference_nan``, the policy for missing reference values (``"impute"``: column means; ``"error"``;
             ``"neighbours"``: imputed from labelled similar tasks over the task graph,
-            :func:`~bots_verl.core.similarity.impute_reference`), and ``graph_k`` (16), the task graph's
+            :func:`~bots_verl.core.task_graph.impute_reference`), and ``graph_k`` (16), the task graph's
             neighbours per task.
 
     Raises:
@@ -226,7 +226,7 @@ class Selector:
             lags: ours, for asynchronous training: per task, how many policy versions older than the policy this
                 step trains its rollouts' policy was (non-negative integers). None or all zeros is the paper's
                 synchronous update, exactly; the Beta selectors weigh older evidence by ``(1 - lam) ** lag``
-                (:func:`bots_verl.core.paper_rules.lag_weight`), selectors without a posterior ignore it.
+                (:func:`bots_verl.core.paper.paper_rules.lag_weight`), selectors without a posterior ignore it.
 
         Raises:
             ValueError: on indices out of range or repeated, arrays of different lengths, successes that are not real

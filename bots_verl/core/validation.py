@@ -156,7 +156,7 @@ def check_reference(reference: Any, num_tasks: int, *, nan_policy: str = "impute
       that gives the count. A column with no value at all is an error either way.
     - ``"error"``: any NaN is a ``ValueError``.
     - ``"neighbours"``: NaN values are returned as they are, for the caller to impute over the task graph
-      (:func:`bots_verl.core.similarity.impute_reference`). A column with no value at all is an error.
+      (:func:`bots_verl.core.task_graph.impute_reference`). A column with no value at all is an error.
 
     Raises:
         ValueError: on a wrong shape, values outside [0, 1], infinities, or NaN under ``nan_policy="error"``.

@@ -27,7 +27,7 @@ Model (each choice is argued in ``bots_verl/sim/README.md``):
   the documented ``observe_truth`` hook (:mod:`~bots_verl.sim.oracle`); the directions measured and not adopted
   for ``bots`` are in :mod:`~bots_verl.sim.ablation_selectors`. DAPO dynamic sampling is a loop option.
 - **Metrics**: ETR per step, expected eval accuracy (noise-free unless ``eval_samples > 0``), TTB / BSF vs Random
-  paired by seed, rollouts, selector overhead; intervals from :mod:`bots_verl.core.metrics`.
+  paired by seed, rollouts, selector overhead; intervals from :mod:`bots_verl.core.selection_metrics`.
 
 Dependencies: numpy, plus matplotlib (plots) and tqdm (progress bar); no torch, verl or scipy.
 """

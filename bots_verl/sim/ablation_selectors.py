@@ -20,9 +20,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from bots_verl.core.beta_selectors import BOTSSelector
+from bots_verl.core.paper.bots_selectors import BOTSSelector
+from bots_verl.core.paper.selection_rules import SELECTION_RULES, SelectionRule, top_k
 from bots_verl.core.registry import Registry
-from bots_verl.core.selection_rules import SELECTION_RULES, SelectionRule, top_k
 from bots_verl.sim.selector_registry import SIM_SELECTORS
 
 logger = logging.getLogger(__name__)

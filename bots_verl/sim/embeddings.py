@@ -24,7 +24,7 @@ import logging
 
 import numpy as np
 
-from bots_verl.core.similarity import choose_labelled
+from bots_verl.core.task_graph import choose_labelled
 from bots_verl.sim.world import World
 
 logger = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ def labelled_reference(
 ) -> np.ndarray | None:
     """The pool's reference columns with only a labelled ``fraction`` kept (NaN elsewhere); None for 0; all for 1.
 
-    Which tasks are labelled: :func:`bots_verl.core.similarity.choose_labelled` (``uniform`` or ``spread``).
+    Which tasks are labelled: :func:`bots_verl.core.task_graph.choose_labelled` (``uniform`` or ``spread``).
     """
     if fraction >= 1.0:
         return reference

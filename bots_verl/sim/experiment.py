@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bots_verl.core.metrics import Interval
+from bots_verl.core.selection_metrics import Interval
 from bots_verl.sim.loop import RunResult, build_run_selector, run_method, stream
 from bots_verl.sim.methods import MethodSpec, parse_method
 from bots_verl.sim.plots import plot_all
@@ -47,7 +47,7 @@ class ExperimentResult:
         seeds: the seeds, in the same order as every ``runs[label]`` list.
         steps: training steps T.
         runs: label -> per-seed :class:`~bots_verl.sim.loop.RunResult`.
-        summary: label -> column -> :class:`~bots_verl.core.metrics.Interval` (see :func:`report.summarize`).
+        summary: label -> column -> :class:`~bots_verl.core.selection_metrics.Interval` (see :func:`report.summarize`).
         baseline: label TTB / BSF are relative to.
         out: the output directory (None if nothing was written).
         plots: the PNG paths written.

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from bots_verl.core.similarity import LABELLING_METHODS
+from bots_verl.core.task_graph import LABELLING_METHODS
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class MethodSpec:
         ref_fraction: the share of the pool whose reference pass rates the selector gets (NaN elsewhere), in [0, 1];
             0 gives it no reference columns at all.
         ref_labels: how the labelled tasks are chosen (``uniform`` or ``spread``,
-            :func:`bots_verl.core.similarity.choose_labelled`).
+            :func:`bots_verl.core.task_graph.choose_labelled`).
     """
 
     label: str

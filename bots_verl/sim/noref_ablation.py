@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bots_verl.core.similarity import TaskGraph, choose_labelled, impute_reference
+from bots_verl.core.task_graph import TaskGraph, choose_labelled, impute_reference
 from bots_verl.fileio import markdown_table
 from bots_verl.sim.embeddings import pool_embeddings
 from bots_verl.sim.experiment import run_experiment

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bots_verl.core import Selector
-from bots_verl.core.selection_rules import top_k
+from bots_verl.core.paper.selection_rules import top_k
 from bots_verl.sim.selector_registry import SIM_SELECTORS
 
 logger = logging.getLogger(__name__)

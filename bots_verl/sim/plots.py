@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bots_verl.core.metrics import interval
+from bots_verl.core.selection_metrics import interval
 from bots_verl.sim.loop import RunResult
 
 logger = logging.getLogger(__name__)

@@ -5,9 +5,9 @@ until it first reached the baseline's best accuracy, over the rollouts the basel
 both spend the same rollouts per step, and charges DAPO's extra rounds (and saves GRESO's skips) where they do not;
 MoPPS, DPS and GRESO report their savings this way ("rollouts at equal accuracy").
 
-TTB, BSF and the intervals come from :mod:`bots_verl.core.metrics` (one implementation shared with ``analysis/``).
-Every relative figure is paired by seed: a method's seed-``k`` run is compared with the baseline's seed-``k`` run,
-which saw the same world (pool, references, eval set).
+TTB, BSF and the intervals come from :mod:`bots_verl.core.selection_metrics` (one implementation shared with
+``analysis/``). Every relative figure is paired by seed: a method's seed-``k`` run is compared with the baseline's
+seed-``k`` run, which saw the same world (pool, references, eval set).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from bots_verl.core.metrics import Interval, bsf, interval, paired_interval, ttb
+from bots_verl.core.selection_metrics import Interval, bsf, interval, paired_interval, ttb
 from bots_verl.fileio import markdown_table
 from bots_verl.sim.loop import RunResult
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bots_verl.core.metrics import ttb
+from bots_verl.core.selection_metrics import ttb
 from bots_verl.fileio import markdown_table
 from bots_verl.sim.experiment import ExperimentResult
 

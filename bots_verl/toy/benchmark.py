@@ -623,7 +623,7 @@ def _add_paired(root: Path, summary: dict[str, Any], tables: dict[str, str]) -> 
 
 def _curves(records: Sequence[dict[str, Any]], selectors: Sequence[str], key: str = "accuracy") -> str:
     """Mean and 95% interval over seeds of an accuracy at each evaluated step, by selector (markdown)."""
-    from bots_verl.core.metrics import interval
+    from bots_verl.core.selection_metrics import interval
 
     steps = sorted({int(s) for r in records for s in r[key]})
     table = []
@@ -640,7 +640,7 @@ def _curves(records: Sequence[dict[str, Any]], selectors: Sequence[str], key: st
 def _gains_by_seed(records: Sequence[dict[str, Any]], selectors: Sequence[str]) -> str:
     """Each run's held-out accuracy at step 0 and at its last evaluation, one row per seed (markdown), and the mean
     gain per selector with its 95% t-interval over seeds."""
-    from bots_verl.core.metrics import interval
+    from bots_verl.core.selection_metrics import interval
 
     by_run = {(r["selector"], r["seed"]): r for r in records}
     rows = []

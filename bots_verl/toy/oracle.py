@@ -1,7 +1,7 @@
 """The toy benchmark's ``oracle`` arm: exact pass rates of the weights that generate the next step's rollouts.
 
-Issue 38, item 1. The arm is the core selector ``pass_rate_oracle`` (:mod:`bots_verl.core.oracle`: the ``B`` tasks
-whose true pass rate is nearest p* = 0.5) with :class:`RolloutServerTruth` as its truth source
+Issue 38, item 1. The arm is the core selector ``pass_rate_oracle`` (:mod:`bots_verl.core.ours.pass_rate_oracle`: the
+``B`` tasks whose true pass rate is nearest p* = 0.5) with :class:`RolloutServerTruth` as its truth source
 (``bots_verl.toy.benchmark.VARIANTS["oracle"]``). The rollouts and the GRPO update are every other arm's.
 
 **Which weights.** The selector runs in its Ray actor

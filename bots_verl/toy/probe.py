@@ -215,7 +215,7 @@ def run_probe(args: argparse.Namespace) -> dict[str, Any]:
 
 def report(out_dir: str | Path) -> str:
     """A markdown table of every probe in ``out_dir``: settings, held-out and pool gains with 95% t-intervals."""
-    from bots_verl.core.metrics import interval
+    from bots_verl.core.selection_metrics import interval
 
     header = ["tasks x n", "updates per step", "start T", "optimizer", "lr", "warm-up", "loss agg.", "steps", "seeds"]
     header += ["held-out start", "held-out gain", "pool gain", "trained tasks' gain", "mixed"]

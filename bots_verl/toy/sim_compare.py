@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from bots_verl import runlog
-from bots_verl.core.metrics import Interval, interval, paired_interval
+from bots_verl.core.selection_metrics import Interval, interval, paired_interval
 from bots_verl.fileio import markdown_table
 from bots_verl.sim.experiment import _clean, run_experiment
 

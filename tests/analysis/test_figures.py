@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from analysis import figures
-from bots_verl.core.metrics import interval
+from bots_verl.core.selection_metrics import interval
 
 
 def test_band_on_union_of_steps_and_carry_forward() -> None:

@@ -21,7 +21,7 @@ from analysis_fixtures import CURVES, ETR, write_run
 from analysis import tables
 from analysis.loader import LoadError, load_runs
 from analysis.table_model import PAPER_LABELS, Table
-from bots_verl.core.metrics import interval
+from bots_verl.core.selection_metrics import interval
 
 
 def _mean(table: Table, row: str, key: str) -> float:

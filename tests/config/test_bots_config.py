@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from bots_verl.config.bots_config import BOTSConfig, check_bots_config, read_bots_config
 from bots_verl.core import SELECTORS, defaults
-from bots_verl.core.paper_rules import PaperBOTS
+from bots_verl.core.paper.paper_rules import PaperBOTS
 
 
 def _config(*overrides: str):

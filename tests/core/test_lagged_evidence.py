@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bots_verl.core import build_selector
-from bots_verl.core.paper_rules import PaperBOTS, lag_weight
+from bots_verl.core.paper.paper_rules import PaperBOTS, lag_weight
 
 N = 40
 _RNG = np.random.default_rng(3)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bots_verl.core import SELECTORS, build_selector, memory
-from bots_verl.core.similarity import TaskGraph
+from bots_verl.core.task_graph import TaskGraph
 
 POOL = 50_000
 # the selectors that build a task graph (an O(N^2) similarity pass, slowed further by tracemalloc) measure on a smaller

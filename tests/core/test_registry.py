@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from bots_verl.core import EVIDENCE, SELECTION_RULES, SELECTORS, Registry, build_selector
+from bots_verl.core.__main__ import listing
+from bots_verl.core.paper.selection_rules import top_k
 from bots_verl.core.registry import defaults_of
-from bots_verl.core.selection_rules import top_k
 from bots_verl.core.selector_base import Selector
 
 N = 30
@@ -43,8 +44,57 @@ def test_a_selector_registers_with_one_decorator():
     try:
         assert FirstK.name == "_test_first_k"
         assert build_selector("_test_first_k", N).select(3).tolist() == [0, 1, 2]
+        # registered without a group: listed apart from the core's own, last
+        assert SELECTORS.group_of("_test_first_k") == "other"
+        assert listing().split("selectors (")[1].split("evidence plug-ins")[0].rstrip().endswith("The first k tasks.")
     finally:
         del SELECTORS["_test_first_k"]
+    assert "_test_first_k" not in listing()
+    with pytest.raises(ValueError, match=r"group must be one of \['paper', 'peers', 'ours'\] or None, got 'mine'"):
+        SELECTORS.register("_test_mine", group="mine")
+
+
+# Issue 50: the groups --list prints, and the four variants that measured null are gone.
+PAPER = {"bots", "implicit_only", "random", "offline_easy2hard", "sequential"}
+PEERS = {"mopps", "greso", "dps"}
+OURS = {"bots_warm", "bots_noref", "bots_partial_ref", "pass_rate_oracle"}
+RETIRED = {"bots_plus", "irt", "bots_ref_graph", "ref_neighbours", "expected_distance", "bots_warm_alloc"}
+
+
+def _sections(text):
+    """``--list``'s text as {registry title: {group: [names]}}."""
+    out, registry, group = {}, None, None
+    for line in text.splitlines():
+        if line and not line.startswith(" "):
+            registry = line.split(" (")[0]
+            out[registry] = {}
+        elif line.startswith("  ") and not line.startswith("   "):
+            group = line.split(":")[0].strip()
+            out[registry][group] = []
+        elif line.startswith("    ") and line[4] != " ":
+            out[registry][group].append(line.split()[0])
+    return out
+
+
+def test_list_groups_the_selectors_as_paper_peers_and_ours():
+    sections = _sections(listing())
+    assert list(sections) == ["selectors", "evidence plug-ins", "selection rules"]
+    selectors = sections["selectors"]
+    assert list(selectors) == ["paper", "peers", "ours"]  # the paper first, so a reader meets it before a peer
+    assert (set(selectors["paper"]), set(selectors["peers"]), set(selectors["ours"])) == (PAPER, PEERS, OURS)
+    assert sections["evidence plug-ins"] == {"paper": ["interpolation", "none"], "ours": ["neighbours"]}
+    assert sections["selection rules"] == {"paper": ["greedy", "softmax", "thompson"]}
+    names = {name for groups in sections.values() for members in groups.values() for name in members}
+    assert not names & RETIRED
+    assert not set(SELECTORS) & RETIRED and not set(EVIDENCE) & RETIRED and not set(SELECTION_RULES) & RETIRED
+
+
+def test_every_core_entry_lives_in_the_subpackage_of_its_group():
+    for registry in (SELECTORS, EVIDENCE, SELECTION_RULES):
+        for name, entry in registry.items():
+            package = entry.__module__.split(".")
+            assert package[:2] == ["bots_verl", "core"], (name, entry.__module__)
+            assert package[2] == registry.group_of(name), (name, entry.__module__)
 
 
 def test_selection_rule_parameters_are_keyword_arguments(monkeypatch):
@@ -75,7 +125,7 @@ def test_list_command_prints_every_registered_name():
     ).stdout
     for registry in (SELECTORS, EVIDENCE, SELECTION_RULES):
         for name in registry:
-            assert f"\n  {name} " in out, name
+            assert f"\n    {name} " in out, name
     assert "rho=0.0 (fixed)" in out and "tau=0.1" in out and "gamma=0.9" in out
     names = subprocess.run(
         [sys.executable, "-m", "bots_verl.core", "--names", "selectors"], capture_output=True, text=True, check=True

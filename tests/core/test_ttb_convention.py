@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from bots_verl.core.metrics import TTB_DENOMINATORS, check_ttb_denominator, ttb
+from bots_verl.core.selection_metrics import TTB_DENOMINATORS, check_ttb_denominator, ttb
 
 STEPS = np.arange(0, 101, 10)
 # Random peaks early: its best within 50 steps is 0.5, first reached at step 20; its best overall is 0.6 at step 90.

@@ -263,7 +263,7 @@ def pool_task_ids(files: Sequence[str], path: Sequence[str]) -> list[int | str]:
 def check_graph_fits(num_tasks: int, dims: int, k: int, available: int | None = None) -> int:
     """Refuse, before Ray, a task graph that would not fit in memory here (the posterior actor builds it at start-up).
 
-    The estimate is the core's own (:class:`~bots_verl.core.similarity.TaskGraph`: the graph, the normalised
+    The estimate is the core's own (:class:`~bots_verl.core.task_graph.TaskGraph`: the graph, the normalised
     embeddings and one chunk of similarities; never a dense task-by-task matrix).
 
     Args:
@@ -279,7 +279,7 @@ def check_graph_fits(num_tasks: int, dims: int, k: int, available: int | None = 
         ValueError: when the estimate exceeds the available memory, naming both and what to change.
     """
     from bots_verl.core.memory import available_memory_bytes
-    from bots_verl.core.similarity import TaskGraph
+    from bots_verl.core.task_graph import TaskGraph
 
     need = num_tasks * TaskGraph.bytes_per_task(k) + TaskGraph.build_transient_bytes(num_tasks, dims)
     have = available_memory_bytes() if available is None else available

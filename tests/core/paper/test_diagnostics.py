@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from bots_verl.core import build_selector
-from bots_verl.core.metrics import pearson, roc_auc
+from bots_verl.core.selection_metrics import pearson, roc_auc
 
 N = 400
 RNG = np.random.default_rng(2)
@@ -130,7 +130,7 @@ def test_a_resumed_run_logs_the_same_diagnostics(cut):
 
 def test_batch_composition_splits_degenerate_groups_by_first_visit_and_revisit():
     """Issue 38's gap logging: all-wrong / all-right shares, and degenerate shares among first visits and revisits."""
-    from bots_verl.core.metrics import batch_composition
+    from bots_verl.core.selection_metrics import batch_composition
 
     s = np.array([0.0, 8.0, 3.0, 0.0, 5.0])
     n = np.full(5, 8.0)

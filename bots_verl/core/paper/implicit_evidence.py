@@ -3,7 +3,7 @@
 BOTS (arXiv 2510.26374, Sec. 3.3) fuses explicit evidence (the rollouts of the batch) with implicit evidence for every
 other task. A plug-in turns one step's observed batch into a prediction ``p_tilde`` over the whole pool; the
 posterior then adds ``rho * m * p_tilde`` pseudo-successes and ``rho * m * (1 - p_tilde)`` pseudo-failures to each
-unselected task (see :mod:`bots_verl.core.posterior`).
+unselected task (see :mod:`bots_verl.core.paper.posterior`).
 
 An update is all-or-nothing, so a plug-in works in two phases: :meth:`ImplicitEvidence.propose` computes the
 prediction and the plug-in's next state without changing anything, and :meth:`ImplicitEvidence.commit` adopts that
@@ -32,7 +32,7 @@ from bots_verl.core.registry import Registry
 from bots_verl.core.validation import check_count, check_unit_interval, require_keys
 
 if TYPE_CHECKING:
-    from bots_verl.core.similarity import TaskGraph
+    from bots_verl.core.task_graph import TaskGraph
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class ImplicitEvidence:
     Args:
         num_tasks: the pool size.
         reference: validated reference pass rates, shape ``(num_tasks, K)``, columns weak -> strong, or None.
-        graph: the pool's task graph (:class:`~bots_verl.core.similarity.TaskGraph`); the selector passes it to
+        graph: the pool's task graph (:class:`~bots_verl.core.task_graph.TaskGraph`); the selector passes it to
             plug-ins with ``needs_graph`` and None to the others.
         **params: the plug-in's hyperparameters; their names and defaults are in ``DEFAULTS``.
     """
@@ -125,7 +125,7 @@ class ImplicitEvidence:
 EVIDENCE: Registry[type[ImplicitEvidence]] = Registry("evidence plug-in")
 
 
-@EVIDENCE.register("none")
+@EVIDENCE.register("none", group="paper")
 class NoEvidence(ImplicitEvidence):
     """Explicit evidence only: unselected tasks receive nothing (only the forgetting toward the prior)."""
 
@@ -143,7 +143,7 @@ def _optional_finite(name: str, value: Any) -> float | None:
     return float(value)
 
 
-@EVIDENCE.register("interpolation")
+@EVIDENCE.register("interpolation", group="paper")
 class InterpolationEvidence(ImplicitEvidence):
     """The paper's plug-in: the policy sits at a global position ``mu`` between a weak and a strong reference model.
 

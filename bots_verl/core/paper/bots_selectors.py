@@ -1,12 +1,14 @@
-"""The BOTS family: Beta posteriors, an implicit-evidence plug-in and a selection rule; ``bots``, ``mopps``,
-``implicit_only``, and (ours, not the paper's) ``bots_warm``.
+"""The BOTS family: Beta posteriors, an implicit-evidence plug-in and a selection rule; the paper's ``bots`` and its
+ablation ``implicit_only``. The peer ``mopps`` (:mod:`bots_verl.core.peers.mopps`) and our ``bots_warm``
+(:mod:`bots_verl.core.ours.bots_warm`) are presets of the same class.
 
 One step, as :meth:`BetaPosteriorSelector._update` runs it (paper Sec. 3; plainly in
-:mod:`bots_verl.core.paper_rules`): the plug-in predicts ``p_tilde`` over the pool from the batch's observed rates
-(:mod:`~bots_verl.core.evidence`), the posterior applies Eq. 1 (:mod:`~bots_verl.core.posterior`), and the next
-:meth:`~bots_verl.core.selector_base.Selector.select` runs the selection rule (:mod:`~bots_verl.core.selection_rules`).
-Both the plug-in and the posterior compute their next state without changing anything; both are committed together
-once the whole step is known to be valid.
+:mod:`bots_verl.core.paper.paper_rules`): the plug-in predicts ``p_tilde`` over the pool from the batch's observed rates
+(:mod:`~bots_verl.core.paper.implicit_evidence`), the posterior applies Eq. 1 (:mod:`~bots_verl.core.paper.posterior`),
+and the next
+:meth:`~bots_verl.core.selector_base.Selector.select` runs the selection rule
+(:mod:`~bots_verl.core.paper.selection_rules`). Both the plug-in and the posterior compute their next state without
+changing anything; both are committed together once the whole step is known to be valid.
 """
 
 from __future__ import annotations
@@ -18,11 +20,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bots_verl.core import defaults
-from bots_verl.core.evidence import EVIDENCE, ImplicitEvidence
-from bots_verl.core.metrics import pearson, roc_auc
-from bots_verl.core.posterior import BetaPosterior
+from bots_verl.core.paper.implicit_evidence import EVIDENCE, ImplicitEvidence
+from bots_verl.core.paper.posterior import BetaPosterior
+from bots_verl.core.paper.selection_rules import SELECTION_RULES, SelectionRule
 from bots_verl.core.registry import Registry, defaults_of
-from bots_verl.core.selection_rules import SELECTION_RULES, SelectionRule
+from bots_verl.core.selection_metrics import pearson, roc_auc
 from bots_verl.core.selector_base import SELECTORS, Selector, moved_to_simulator
 from bots_verl.core.validation import (
     MAX_ATTEMPTS,
@@ -34,13 +36,13 @@ from bots_verl.core.validation import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BOTSSelector", "BOTSWarmSelector", "BetaPosteriorSelector", "ImplicitOnlySelector", "MoPPSSelector"]
+__all__ = ["BOTSSelector", "BetaPosteriorSelector", "ImplicitOnlySelector"]
 
 
 class BetaPosteriorSelector(Selector):
     """The BOTS family: Beta posteriors, an implicit-evidence plug-in and a selection rule.
 
-    Hyperparameters (paper defaults; see :mod:`bots_verl.core.posterior` for the update rule):
+    Hyperparameters (paper defaults; see :mod:`bots_verl.core.paper.posterior` for the update rule):
         lam: forgetting rate toward the prior, in [0, 1] (paper: 0.1; old counts are multiplied by ``1 - lam``).
         rho: weight of implicit evidence for tasks not trained this step, in [0, 1] (paper: 0.1).
         target: target success probability ``p*`` (paper: 0.5).
@@ -50,7 +52,8 @@ class BetaPosteriorSelector(Selector):
         selection: selection rule name (``thompson``, the paper's; ``greedy``; ``softmax``; any registered one).
         alpha0, beta0: the prior's pseudo-counts (paper: 1, 1).
         warm_start_weight: ours, not the paper's (0 = the paper): pseudo-counts per task added once before step 1
-            at the reference interpolation's rate at ``warm_start_mu`` (see :class:`BOTSWarmSelector`).
+            at the reference interpolation's rate at ``warm_start_mu`` (see
+            :class:`~bots_verl.core.ours.bots_warm.BOTSWarmSelector`).
         warm_start_mu: the policy's guessed position between the first (weak) and last (strong) reference column
             for the warm start (0: the weak reference).
         plus the evidence plug-in's own hyperparameters (``interpolation``: ``gamma`` = 0.9, ``degenerate_tol``) and
@@ -206,7 +209,7 @@ class BetaPosteriorSelector(Selector):
     ) -> None:
         """Evidence ``lag`` policy versions old weighs ``(1 - lam) ** lag``, what Eq. 1 would have left of it.
 
-        The rule written plainly: :func:`bots_verl.core.paper_rules.lag_weight`.
+        The rule written plainly: :func:`bots_verl.core.paper.paper_rules.lag_weight`.
         """
         self._weighted_update(indices, successes, attempts, (1.0 - self.lam) ** lags.astype(np.float64))
 
@@ -301,48 +304,14 @@ class BetaPosteriorSelector(Selector):
         self.evidence.load_state_dict(extra["evidence"])
 
 
-@SELECTORS.register("bots")
+@SELECTORS.register("bots", group="paper")
 class BOTSSelector(BetaPosteriorSelector):
     """BOTS with the paper's defaults: lam = rho = 0.1, p* = 0.5, interpolation evidence, Thompson sampling."""
 
 
-@SELECTORS.register("mopps")
-class MoPPSSelector(BetaPosteriorSelector):
-    """MoPPS as BOTS' special case: explicit evidence only (rho = 0, no plug-in), Thompson sampling.
-
-    MoPPS' own decay multiplies the old counts; here ``lam`` is the forgetting rate (decay = 1 - lam).
-    """
-
-    FIXED: ClassVar[dict[str, Any]] = {"rho": 0.0, "evidence": "none"}
-    DEFAULTS: ClassVar[dict[str, Any]] = {**BetaPosteriorSelector.DEFAULTS, **FIXED}
-
-
-@SELECTORS.register("implicit_only")
+@SELECTORS.register("implicit_only", group="paper")
 class ImplicitOnlySelector(BetaPosteriorSelector):
     """The paper's DOTS-like ablation: rho = 1, unselected tasks are driven by implicit evidence alone."""
 
     FIXED: ClassVar[dict[str, Any]] = {"rho": 1.0}
     DEFAULTS: ClassVar[dict[str, Any]] = {**BetaPosteriorSelector.DEFAULTS, **FIXED}
-
-
-@SELECTORS.register("bots_warm")
-class BOTSWarmSelector(BetaPosteriorSelector):
-    """BOTS with a warm start (ours): 16 pseudo-counts per task at the weak reference's rate before step 1.
-
-    The paper's posterior starts flat, so its first batch is random and the first few are nearly so (the cold start;
-    the paper's MoPPS comparison and our simulator show it costs most early in training). Before any batch the best
-    guess of a task's pass rate is the reference interpolation at a guessed position ``warm_start_mu`` (0: the weak
-    reference, the closer one to a small policy), worth ``warm_start_weight`` observations. 16 is what Proposition 2
-    says a never-selected task's implicit evidence is worth in the steady state under the paper's defaults
-    (``rho * m / lam`` with m = 16), so every task starts as confident as the paper's implicit evidence would
-    eventually make it.
-
-    It differs from a reference *prior* (``prior="reference"``, measured and not adopted: the simulator's
-    ``bots_ablation``) in what forgetting does to it: a prior is the target of the forgetting, so a reference that is
-    miscalibrated for the policy keeps pulling every task back forever; the warm start is evidence, so it fades by
-    ``1 - lam`` per step (a third of it is left after 10 steps at ``lam = 0.1``) while the task's own rollouts and the
-    fitted interpolation take over. Everything else is the paper's ``bots``; ``warm_start_weight = 0`` is ``bots``
-    exactly. The rule, written plainly: :func:`bots_verl.core.paper_rules.warm_start`.
-    """
-
-    DEFAULTS: ClassVar[dict[str, Any]] = {**BetaPosteriorSelector.DEFAULTS, "warm_start_weight": 16.0}

@@ -5,8 +5,8 @@ import hashlib
 import numpy as np
 import pytest
 
-from bots_verl.core import build_selector, similarity
-from bots_verl.core.similarity import TaskGraph, choose_labelled, impute_reference, impute_reference_report
+from bots_verl.core import build_selector, task_graph
+from bots_verl.core.task_graph import TaskGraph, choose_labelled, impute_reference, impute_reference_report
 
 
 def _brute_force(x, k):
@@ -60,10 +60,10 @@ def test_bad_embeddings_are_refused(embeddings, k, match):
 
 
 def test_a_graph_that_does_not_fit_is_refused_with_the_estimate(monkeypatch):
-    monkeypatch.setattr(similarity, "available_memory_bytes", lambda: 10_000)
+    monkeypatch.setattr(task_graph, "available_memory_bytes", lambda: 10_000)
     with pytest.raises(ValueError, match=r"task graph of 1,000 tasks .* needs about [\d.]+ GB .* only 0.00 GB"):
         TaskGraph.from_embeddings(np.ones((1000, 4)), 4)
-    monkeypatch.setattr(similarity, "available_memory_bytes", lambda: None)  # unknown: built
+    monkeypatch.setattr(task_graph, "available_memory_bytes", lambda: None)  # unknown: built
     assert TaskGraph.from_embeddings(np.ones((1000, 4)), 4).k == 4
 
 

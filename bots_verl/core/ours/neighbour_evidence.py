@@ -3,7 +3,7 @@
 BOTS's implicit evidence (arXiv 2510.26374, Sec. 3.3) predicts every unselected task's success rate from two
 reference models' pass rates, which cost ``tasks x 16 samples x 2 models`` generations before training starts. This
 plug-in predicts it from what the run itself observes: the outcomes of the tasks trained so far, carried over a task
-graph (:class:`~bots_verl.core.similarity.TaskGraph`, the ``k`` most similar tasks by embedding cosine) to the tasks
+graph (:class:`~bots_verl.core.task_graph.TaskGraph`, the ``k`` most similar tasks by embedding cosine) to the tasks
 like them.
 
 The model, and why:
@@ -42,8 +42,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bots_verl.core import defaults
-from bots_verl.core.evidence import EVIDENCE, ImplicitEvidence
-from bots_verl.core.similarity import TaskGraph
+from bots_verl.core.paper.implicit_evidence import EVIDENCE, ImplicitEvidence
+from bots_verl.core.task_graph import TaskGraph
 from bots_verl.core.validation import check_real_array, check_unit_interval, require_keys
 
 logger = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ def _positive(name: str, value: Any, *, allow_zero: bool = False) -> float:
     return v
 
 
-@EVIDENCE.register("neighbours")
+@EVIDENCE.register("neighbours", group="ours")
 class NeighbourEvidence(ImplicitEvidence):
     """Explicit evidence carried to similar tasks over the task graph: a global level plus neighbours' residuals.
 

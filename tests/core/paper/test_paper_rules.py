@@ -1,10 +1,11 @@
-"""The optimised selectors compute exactly the paper's rules, as written plainly in ``bots_verl.core.paper_rules``."""
+"""The optimised selectors compute exactly the paper's rules, as written plainly in
+``bots_verl.core.paper.paper_rules``."""
 
 import numpy as np
 import pytest
 
 from bots_verl.core import build_selector
-from bots_verl.core.paper_rules import PaperBOTS
+from bots_verl.core.paper.paper_rules import PaperBOTS
 
 N = 60
 RNG = np.random.default_rng(5)

@@ -9,7 +9,7 @@ import pytest
 from selector_driver import drive
 
 from bots_verl.core import SELECTORS, build_selector
-from bots_verl.core.greso import STREAK_CAP, GRESOSelector
+from bots_verl.core.peers.greso import STREAK_CAP, GRESOSelector
 
 N = 100
 
@@ -27,7 +27,11 @@ def test_registered_with_the_official_defaults():
     out = subprocess.run(
         [sys.executable, "-m", "bots_verl.core", "--list"], capture_output=True, text=True, check=True
     ).stdout
-    assert "\n  greso " in out and "target_zero_variance=0.25" in out and "keep_floor=0.01" in out
+    assert (
+        "\n    greso " in out.split("\n  peers:")[1].split("\n  ours:")[0]
+        and "target_zero_variance=0.25" in out
+        and "keep_floor=0.01" in out
+    )
 
 
 def test_streaks_count_consecutive_zero_variance_groups_and_reset_on_a_mixed_one():

@@ -16,7 +16,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["OfflineEasy2HardSelector", "RandomSelector", "SequentialSelector"]
 
 
-@SELECTORS.register("random")
+@SELECTORS.register("random", group="paper")
 class RandomSelector(Selector):
     """Uniform sampling: unique within a batch, independent across batches (the paper's normalising baseline)."""
 
@@ -61,12 +61,12 @@ class _CursorSelector(Selector):
         self.cursor = int(extra["cursor"])
 
 
-@SELECTORS.register("sequential")
+@SELECTORS.register("sequential", group="paper")
 class SequentialSelector(_CursorSelector):
     """Dataset order, batch by batch, wrapping around."""
 
 
-@SELECTORS.register("offline_easy2hard")
+@SELECTORS.register("offline_easy2hard", group="paper")
 class OfflineEasy2HardSelector(_CursorSelector):
     """A fixed curriculum by reference pass rate, easiest first (the paper's offline baseline).
 

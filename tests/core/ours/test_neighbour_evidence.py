@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from bots_verl.core import EVIDENCE, build_selector
-from bots_verl.core.neighbour_evidence import NeighbourEvidence
-from bots_verl.core.similarity import TaskGraph
+from bots_verl.core.ours.neighbour_evidence import NeighbourEvidence
+from bots_verl.core.task_graph import TaskGraph
 
 
 def _line_pool(n=300, seed=0):

@@ -10,8 +10,8 @@ import pytest
 from selector_driver import drive
 
 from bots_verl.core import SELECTORS, build_selector
-from bots_verl.core.beta_selectors import BOTSWarmSelector
-from bots_verl.core.paper_rules import PaperBOTS, warm_start
+from bots_verl.core.ours.bots_warm import BOTSWarmSelector
+from bots_verl.core.paper.paper_rules import PaperBOTS, warm_start
 
 N = 60
 RNG = np.random.default_rng(5)
@@ -144,7 +144,11 @@ def test_registered_and_listed():
     out = subprocess.run(
         [sys.executable, "-m", "bots_verl.core", "--list"], capture_output=True, text=True, check=True
     ).stdout
-    assert "\n  bots_warm " in out and "warm_start_weight=16.0" in out and "warm_start_weight=0.0" in out
+    assert (
+        "\n    bots_warm " in out.split("\n  ours:")[1]
+        and "warm_start_weight=16.0" in out
+        and "warm_start_weight=0.0" in out
+    )
 
 
 @pytest.mark.parametrize(

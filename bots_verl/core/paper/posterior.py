@@ -1,7 +1,7 @@
 """Per-task Beta posteriors and the paper's generalised update rule (the optimised path).
 
-The same rules written plainly, step by step, are in :mod:`bots_verl.core.paper_rules`; a test holds this module to
-them to 1e-12. Read that one first.
+The same rules written plainly, step by step, are in :mod:`bots_verl.core.paper.paper_rules`; a test holds this module
+to them to 1e-12. Read that one first.
 
 BOTS (arXiv 2510.26374, Eq. 1) keeps ``Beta(alpha_k, beta_k)`` over every task's success probability and applies,
 once per training step with batch ``B_t``::
@@ -79,7 +79,8 @@ class BetaPosterior:
         """Add ``weight`` pseudo-counts at the rates ``p0`` to every task, once, before step 1 (ours, not the paper's).
 
         The prior ``(alpha0, beta0)``, the target of the forgetting, is unchanged, so these counts fade by
-        ``1 - lam`` per step like any evidence (:func:`bots_verl.core.paper_rules.warm_start` is the readable rule).
+        ``1 - lam`` per step like any evidence (:func:`bots_verl.core.paper.paper_rules.warm_start` is the readable
+        rule).
 
         Args:
             p0: predicted success rates in [0, 1], one per task.

@@ -41,7 +41,7 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     return part[order].astype(np.int64, copy=False)
 
 
-@SELECTION_RULES.register("thompson")
+@SELECTION_RULES.register("thompson", group="paper")
 def thompson(
     alpha: np.ndarray, beta: np.ndarray, k: int, rng: np.random.Generator, *, target: float = TARGET
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -55,7 +55,7 @@ def thompson(
     return picked, p_hat[picked]
 
 
-@SELECTION_RULES.register("greedy")
+@SELECTION_RULES.register("greedy", group="paper")
 def greedy(
     alpha: np.ndarray, beta: np.ndarray, k: int, rng: np.random.Generator, *, target: float = TARGET
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -67,7 +67,7 @@ def greedy(
     return picked, mean[picked]
 
 
-@SELECTION_RULES.register("softmax")
+@SELECTION_RULES.register("softmax", group="paper")
 def softmax(
     alpha: np.ndarray, beta: np.ndarray, k: int, rng: np.random.Generator, *, target: float = TARGET, tau: float = 0.1
 ) -> tuple[np.ndarray, np.ndarray]:

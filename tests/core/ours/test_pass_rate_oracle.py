@@ -80,7 +80,7 @@ def test_a_truth_source_is_read_before_every_selection():
     sel = build_selector(
         "pass_rate_oracle",
         N,
-        truth_source="test_oracle_selector:StepTruth",
+        truth_source="test_pass_rate_oracle:StepTruth",
         truth_args={"scale": 0.5},
     )
     sel.select(5)

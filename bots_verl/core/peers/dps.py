@@ -159,7 +159,7 @@ def _check_distributions(name: str, value: Any, shape: tuple[int, ...]) -> np.nd
     return arr
 
 
-@SELECTORS.register("dps")
+@SELECTORS.register("dps", group="peers")
 class DPSSelector(Selector):
     """DPS (arXiv 2603.10887): per-task HMM over solving states; top-B predicted P(partially solved) among candidates.
 

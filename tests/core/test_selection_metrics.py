@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from bots_verl.core.metrics import (
+from bots_verl.core.selection_metrics import (
     best_so_far,
     bsf,
     effective_task_ratio,

@@ -55,7 +55,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from bots_verl.core.selection_rules import top_k
+from bots_verl.core.paper.selection_rules import top_k
 from bots_verl.core.selector_base import SELECTORS, Selector
 from bots_verl.core.validation import check_scalars, check_unit_interval, real_array, require_keys
 
@@ -83,7 +83,7 @@ def _check_streak(value: Any, num_tasks: int) -> np.ndarray:
     return arr.astype(np.int32)
 
 
-@SELECTORS.register("greso")
+@SELECTORS.register("greso", group="peers")
 class GRESOSelector(Selector):
     """GRESO (arXiv 2506.02177): random order, skipping tasks whose recent groups had zero reward variance.
 

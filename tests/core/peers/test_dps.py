@@ -10,7 +10,7 @@ import pytest
 from selector_driver import drive
 
 from bots_verl.core import SELECTORS, build_selector
-from bots_verl.core.dps import DPSSelector, observed_states
+from bots_verl.core.peers.dps import DPSSelector, observed_states
 
 N = 60
 
@@ -37,7 +37,11 @@ def test_registered_with_the_script_defaults():
     out = subprocess.run(
         [sys.executable, "-m", "bots_verl.core", "--list"], capture_output=True, text=True, check=True
     ).stdout
-    assert "\n  dps " in out and "decay=0.7" in out and "candidate_ratio=32.0" in out
+    assert (
+        "\n    dps " in out.split("\n  peers:")[1].split("\n  ours:")[0]
+        and "decay=0.7" in out
+        and "candidate_ratio=32.0" in out
+    )
 
 
 def test_group_states_from_successes():

@@ -46,7 +46,7 @@ TruthSource = Callable[[], "np.ndarray | tuple[np.ndarray, int | None]"]
 _SOURCE_SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
-@SELECTORS.register("pass_rate_oracle")
+@SELECTORS.register("pass_rate_oracle", group="ours")
 class PassRateOracleSelector(Selector):
     """The tasks whose true pass rate is nearest ``target`` (the toy benchmark's ``oracle`` arm; issue 38).
 
