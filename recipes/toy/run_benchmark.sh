@@ -6,7 +6,7 @@
 #   bash recipes/toy/run_benchmark.sh                     # = make toy        (the headline; runs/toy)
 #   PROFILE=quick bash recipes/toy/run_benchmark.sh       # = make toy-quick  (runs/toy/quick)
 #   PROFILE=full bash recipes/toy/run_benchmark.sh        # every selector on the headline's seeds (runs/toy)
-#   PROFILE=beyond bash recipes/toy/run_benchmark.sh      # issue 24's arms: DAPO-DS, GRESO, bots_warm(+alloc) (runs/toy)
+#   PROFILE=beyond bash recipes/toy/run_benchmark.sh      # issue 24's arms: DAPO-DS, GRESO, bots_warm (runs/toy)
 #   bash recipes/toy/run_benchmark.sh --seeds 0 1 2 3 4   # any extra option goes to python -m bots_verl.toy.benchmark
 #   DRY_RUN=1 bash recipes/toy/run_benchmark.sh           # check the settings and print the plan; nothing is created
 set -euo pipefail
