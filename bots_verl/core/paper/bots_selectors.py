@@ -5,8 +5,7 @@ ablation ``implicit_only``. The peer ``mopps`` (:mod:`bots_verl.core.peers.mopps
 One step, as :meth:`BetaPosteriorSelector._update` runs it (paper Sec. 3; plainly in
 :mod:`bots_verl.core.paper.paper_rules`): the plug-in predicts ``p_tilde`` over the pool from the batch's observed rates
 (:mod:`~bots_verl.core.paper.implicit_evidence`), the posterior applies Eq. 1 (:mod:`~bots_verl.core.paper.posterior`),
-and the next
-:meth:`~bots_verl.core.selector_base.Selector.select` runs the selection rule
+and the next :meth:`~bots_verl.core.selector_base.Selector.select` runs the selection rule
 (:mod:`~bots_verl.core.paper.selection_rules`). Both the plug-in and the posterior compute their next state without
 changing anything; both are committed together once the whole step is known to be valid.
 """
