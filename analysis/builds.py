@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bots_verl.core.metrics import Interval, interval
+from bots_verl.core.selection_metrics import Interval, interval
 from bots_verl.fileio import markdown_table
 
 logger = logging.getLogger(__name__)

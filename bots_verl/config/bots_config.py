@@ -257,7 +257,7 @@ def check_bots_config(config: DictConfig, bots: BOTSConfig) -> BOTSConfig:
     """The rules that tie ``bots:`` fields to each other and to verl's config; run once, by the driver.
 
     - the selector builds with ``hparams``, the seed and as many reference columns as given (a 2-task dummy pool:
-      the name, every hyperparameter and the reference requirements of ``offline_easy2hard``, ``bots_plus``, ...);
+      the name, every hyperparameter and the reference requirements of ``offline_easy2hard``, ``bots_noref``, ...);
     - ``run_log.method``, when it names a method, describes exactly this selector and these hyperparameters
       (:func:`resolve_method_label`); when null it is derived.
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from analysis.builds import agreement, build_statistics, main, render
-from bots_verl.core.metrics import Interval
+from bots_verl.core.selection_metrics import Interval
 
 ROOT = Path(__file__).resolve().parents[2]
 EVERY_ARM = ROOT / "recipes" / "toy" / "results" / "ceiling" / "every_arm_vs_oracle.json"
