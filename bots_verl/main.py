@@ -27,7 +27,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from bots_verl.config.bots_config import BOTSConfig, check_bots_config, effective_hparams, read_bots_config
 from bots_verl.config.verl_checks import (
+    check_checkpoint_engine,
     check_data_subset,
+    check_trainer_schedule,
     check_verl_compat,
     dapo_enabled,
     local_path_exists,
@@ -94,6 +96,8 @@ def check_config(config: DictConfig) -> BOTSConfig:
     auto_set_device(config)
     bots = check_bots_config(config, read_bots_config(config))
     check_verl_compat(config)
+    check_trainer_schedule(config)
+    check_checkpoint_engine(config)
     check_data_subset(config)
     # before meta.json is written or any worker starts; a checkpoint that is not here is left to the trainer
     check_resume(

@@ -33,6 +33,7 @@ from verl.base_config import BaseConfig
 from verl.utils.config import omega_conf_to_dataclass
 
 from bots_verl.core import ROLLOUT_ALLOCATIONS, SELECTORS, build_selector, defaults
+from bots_verl.core.oracle import PassRateOracleSelector, load_truth_factory
 from bots_verl.rewards.success import SUCCESS_RULES
 from bots_verl.runlog import METHODS, MethodSpec, method_spec
 
@@ -286,6 +287,7 @@ def check_bots_config(config: DictConfig, bots: BOTSConfig) -> BOTSConfig:
 
     - the selector builds with ``hparams``, the seed and as many reference columns as given (a 2-task dummy pool:
       the name, every hyperparameter and the reference requirements of ``offline_easy2hard``, ``bots_plus``, ...);
+    - ``pass_rate_oracle`` has a ``truth_source`` that loads (nothing else gives it the truth in a verl run);
     - ``run_log.method``, when it names a method, describes exactly this selector and these hyperparameters
       (:func:`resolve_method_label`); when null it is derived;
     - ``rollout_allocation.mode=posterior`` has a Beta posterior, the sync trainer and parameters that work for
@@ -309,6 +311,8 @@ def check_bots_config(config: DictConfig, bots: BOTSConfig) -> BOTSConfig:
         if not bots.task_embeddings and "embedding" in str(exc):
             hint = " (set bots.task_embeddings to the pool's embedding file: python -m reference_eval embed)"
         raise ValueError(f"bots.selector={bots.selector!r} with bots.hparams={bots.hparams}: {exc}{hint}") from exc
+    if isinstance(built, PassRateOracleSelector):
+        _check_truth_source(built.hparams["truth_source"])
     method = resolve_method_label(bots.run_log.method, bots.selector, bots.hparams, refs, bots.selector_seed)
     allocation = bots.rollout_allocation
     if allocation.mode != "uniform":
@@ -327,6 +331,25 @@ def check_bots_config(config: DictConfig, bots: BOTSConfig) -> BOTSConfig:
         except ValueError as exc:
             raise ValueError(f"bots.rollout_allocation ({allocation.mode}, rollout.n={n}): {exc}") from exc
     return dataclasses.replace(bots, run_log=dataclasses.replace(bots.run_log, method=method))
+
+
+def _check_truth_source(spec: str) -> None:
+    """The oracle reads the true pass rates from ``truth_source`` in a verl run: nothing calls its ``observe_truth``.
+
+    Raises:
+        ValueError: when it is not set or does not load (:func:`~bots_verl.core.oracle.load_truth_factory`).
+    """
+    need = (
+        "pass_rate_oracle in a verl run reads the true pass rates from a truth source, "
+        "+bots.hparams.truth_source='package.module:factory' (a factory(num_tasks, **truth_args) returning a callable "
+        "that gives the pass rates; the toy's is bots_verl.toy.oracle:RolloutServerTruth)"
+    )
+    if not spec:
+        raise ValueError(f"bots.hparams.truth_source is not set: {need}")
+    try:
+        load_truth_factory(spec)
+    except ValueError as exc:
+        raise ValueError(f"bots.hparams.{exc}: {need}") from exc
 
 
 def _dummy_selector(
