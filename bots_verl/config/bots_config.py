@@ -60,6 +60,9 @@ ACCEPTABLE: dict[str, str] = {
     "hparams": "other selector hyperparameters (they apply from the resumed step on)",
     "task_embeddings": "another bots.task_embeddings file (another similarity graph from the resumed step on)",
     "missing_fingerprint": "a checkpoint written before fingerprints, whose meaning cannot be checked",
+    # verl's settings, recorded in the run folder (bots_verl.integration.safety.experiment); training.<key>: one
+    "training": "other training settings (batch, rollout.n, optimizer, lengths, model, data, algorithm), or "
+    "training.<verl key> for one of them (they apply from the resumed step on)",
 }
 
 
@@ -152,7 +155,7 @@ class ResumeConfig(BaseConfig):
     accept_changed: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if any(a not in ACCEPTABLE for a in self.accept_changed):
+        if any(a not in ACCEPTABLE and not (a.startswith("training.") and len(a) > 9) for a in self.accept_changed):
             known = ", ".join(f"{k} ({v})" for k, v in ACCEPTABLE.items())
             raise ValueError(f"bots.resume.accept_changed must be a list of: {known}; got {self.accept_changed!r}")
 
