@@ -337,6 +337,24 @@ class OutputLock:
             ) from None
         return self
 
+    def try_acquire(self) -> dict[str, Any] | None:
+        """Take the lock, or say who holds it: for a caller that words the refusal itself.
+
+        Returns:
+            None once the lock is held; else the live holder's ``{pid, host, started, command}``
+            (:func:`describe_holder`). A holder that exits between the refusal and the look at it is tried again.
+        """
+        for _ in range(3):
+            try:
+                self.acquire()
+                return None
+            except LockError:
+                holder = lock_holder(self.path)
+                if holder is not None:
+                    return holder
+        self.acquire()
+        return None
+
     def release(self) -> None:
         """Release the lock and remove the lock file (no-op if not held)."""
         if not self._lock.is_locked:

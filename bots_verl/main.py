@@ -27,7 +27,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from bots_verl.config.bots_config import BOTSConfig, check_bots_config, effective_hparams, read_bots_config
 from bots_verl.config.verl_checks import (
+    check_checkpoint_engine,
     check_data_subset,
+    check_trainer_schedule,
     check_verl_compat,
     dapo_enabled,
     local_path_exists,
@@ -36,8 +38,10 @@ from bots_verl.config.verl_checks import (
 from bots_verl.core import SELECTORS
 from bots_verl.core.defaults import ROLLOUTS_PER_TASK
 from bots_verl.integration.evidence.task_index import GURU_DOMAINS, check_parquet_columns, check_parquet_domain
+from bots_verl.integration.safety.experiment import experiment_settings, record_experiment
 from bots_verl.integration.safety.fingerprint import run_fingerprint
-from bots_verl.integration.safety.resume import check_resume
+from bots_verl.integration.safety.resume import check_resume, resume_folder
+from bots_verl.integration.safety.run_lock import check_run_folders_free, hold_run_folders
 from bots_verl.integration.safety.verl_pins import check_verl_drift
 from bots_verl.verl_cpu import launch
 
@@ -70,6 +74,17 @@ def _driver_fingerprint(bots: BOTSConfig) -> dict:
     )
 
 
+def _check_resume(config: DictConfig, bots: BOTSConfig) -> None:
+    """The resume checks the driver can make: BOTS' fingerprint as far as it is known here, the training settings."""
+    check_resume(
+        config,
+        fingerprint=_driver_fingerprint(bots),
+        accept=bots.resume.accept_changed,
+        require_data_pt=False,
+        experiment=experiment_settings(config),
+    )
+
+
 def check_config(config: DictConfig) -> BOTSConfig:
     """Every check that needs no Ray and no GPU: verl's ``validate_config`` plus the ``bots:`` section.
 
@@ -85,7 +100,8 @@ def check_config(config: DictConfig) -> BOTSConfig:
     Raises:
         ValueError: for malformed config (the message names the key), a fresh run in a ``bots.run_log.dir`` that
             holds an earlier run's metrics, or a resume whose ``data.pt`` holds no BOTS posterior or one built for
-            another selector, hyperparameters or reference columns (``bots.resume.accept_changed`` aside).
+            another selector, hyperparameters or reference columns, or whose run folder recorded other training
+            settings (:mod:`bots_verl.integration.safety.experiment`; ``bots.resume.accept_changed`` aside).
     """
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
@@ -94,14 +110,11 @@ def check_config(config: DictConfig) -> BOTSConfig:
     auto_set_device(config)
     bots = check_bots_config(config, read_bots_config(config))
     check_verl_compat(config)
+    check_trainer_schedule(config)
+    check_checkpoint_engine(config)
     check_data_subset(config)
     # before meta.json is written or any worker starts; a checkpoint that is not here is left to the trainer
-    check_resume(
-        config,
-        fingerprint=_driver_fingerprint(bots),
-        accept=bots.resume.accept_changed,
-        require_data_pt=False,
-    )
+    _check_resume(config, bots)
     try:
         validate_config(
             config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
@@ -228,16 +241,32 @@ def _plain_list(value) -> list:
     return [value] if isinstance(value, str) else list(value or [])
 
 
-def _prepare_run_log(config: DictConfig, bots: BOTSConfig) -> None:
-    """Write meta.json and turn on verl's file logger (the task runner points it at the run directory)."""
+def _prepare_run_log(config: DictConfig, bots: BOTSConfig, resume: dict | None) -> None:
+    """Write meta.json and turn on verl's file logger (the task runner points it at the run directory).
+
+    Args:
+        config: the checked config.
+        bots: its ``bots:`` section.
+        resume: for a resumed run, what :func:`~bots_verl.integration.safety.experiment.record_experiment` recorded
+            (the training settings it accepted as changed): added to an existing meta.json's ``extra.resumes``,
+            which otherwise stays as the run's start wrote it. None: a fresh start writes meta.json.
+    """
     if not bots.run_log.dir:
         return
-    from bots_verl.runlog import write_meta
+    from bots_verl.fileio import write_json_atomic
+    from bots_verl.runlog import META_FILE, read_meta, write_meta
 
     loggers = _plain_list(config.trainer.logger)
     if "file" not in loggers:
         # metrics.jsonl of the run log is written by verl's own file backend
         config.trainer.logger = [*loggers, "file"]
+    if resume is not None and os.path.isfile(os.path.join(bots.run_log.dir, META_FILE)):
+        # meta.json says how the run started; a resume adds what it changed, never rewrites the start
+        meta = read_meta(bots.run_log.dir)
+        extra = meta.get("extra") if isinstance(meta.get("extra"), dict) else {}
+        meta["extra"] = {**extra, "resumes": [*extra.get("resumes", []), resume]}
+        write_json_atomic(os.path.join(bots.run_log.dir, META_FILE), meta, sort_keys=True, default=str)
+        return
     write_meta(
         bots.run_log.dir,
         run_id=bots.run_log.run_id,
@@ -261,6 +290,8 @@ def _prepare_run_log(config: DictConfig, bots: BOTSConfig) -> None:
             "train_batch_size": config.data.train_batch_size,
             "rollout_n": config.actor_rollout_ref.rollout.n,
             "experiment_name": config.trainer.experiment_name,
+            # the training settings the run started with (issue 47; the record a resume is checked against)
+            "experiment": experiment_settings(config),
         },
     )
 
@@ -277,6 +308,8 @@ def run(config: DictConfig, overrides: Sequence[str] = ()) -> None:
         VerlDriftError: for a verl other than 0.9.1, a changed pinned verl source or a dependency outside its tested
             range (:func:`~bots_verl.integration.safety.verl_pins.check_verl_drift`), before Ray starts.
         ValueError: for malformed config (:func:`check_config`).
+        RunFolderInUse: another live run holds ``trainer.default_local_dir`` or ``bots.run_log.dir``
+            (:mod:`bots_verl.integration.safety.run_lock`), before Ray starts.
     """
     cpu_settings = None
     if launch.uses_cpu_backend(config):
@@ -288,6 +321,7 @@ def run(config: DictConfig, overrides: Sequence[str] = ()) -> None:
     _absolute_run_log_dir(config)
     bots = check_config(config)
     if bots.dry_run:
+        check_run_folders_free(config)
         print(_summary(config, bots))
         if cpu_settings is not None:
             print(f"  CPU backend (bots_verl.verl_cpu) set: {' '.join(cpu_settings) or 'nothing (all given)'}")
@@ -298,8 +332,17 @@ def run(config: DictConfig, overrides: Sequence[str] = ()) -> None:
 
     from bots_verl.integration.hooks.task_runner import BOTSTaskRunner
 
-    _prepare_run_log(config, bots)
-    run_ppo(config, task_runner_class=ray.remote(num_cpus=1)(BOTSTaskRunner))
+    locks = hold_run_folders(config)
+    try:
+        # checked again under the lock: a run that held the folder until now may have saved a checkpoint since
+        _check_resume(config, bots)
+        resumed_from = resume_folder(config)
+        entry = record_experiment(config, experiment_settings(config), resumed_from)
+        _prepare_run_log(config, bots, entry if resumed_from else None)
+        run_ppo(config, task_runner_class=ray.remote(num_cpus=1)(BOTSTaskRunner))
+    finally:
+        for lock in locks:
+            lock.release()
 
 
 @hydra.main(config_path="config", config_name="bots_trainer", version_base=None)

@@ -32,6 +32,7 @@ from verl.base_config import BaseConfig
 from verl.utils.config import omega_conf_to_dataclass
 
 from bots_verl.core import SELECTORS, build_selector, defaults
+from bots_verl.core.ours.pass_rate_oracle import PassRateOracleSelector, load_truth_factory
 from bots_verl.rewards.success import SUCCESS_RULES
 from bots_verl.runlog import METHODS, MethodSpec, method_spec
 
@@ -57,6 +58,9 @@ ACCEPTABLE: dict[str, str] = {
     "hparams": "other selector hyperparameters (they apply from the resumed step on)",
     "task_embeddings": "another bots.task_embeddings file (another similarity graph from the resumed step on)",
     "missing_fingerprint": "a checkpoint written before fingerprints, whose meaning cannot be checked",
+    # verl's settings, recorded in the run folder (bots_verl.integration.safety.experiment); training.<key>: one
+    "training": "other training settings (batch, rollout.n, optimizer, lengths, model, data, algorithm), or "
+    "training.<verl key> for one of them (they apply from the resumed step on)",
 }
 
 
@@ -149,7 +153,7 @@ class ResumeConfig(BaseConfig):
     accept_changed: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if any(a not in ACCEPTABLE for a in self.accept_changed):
+        if any(a not in ACCEPTABLE and not (a.startswith("training.") and len(a) > 9) for a in self.accept_changed):
             known = ", ".join(f"{k} ({v})" for k, v in ACCEPTABLE.items())
             raise ValueError(f"bots.resume.accept_changed must be a list of: {known}; got {self.accept_changed!r}")
 
@@ -258,6 +262,7 @@ def check_bots_config(config: DictConfig, bots: BOTSConfig) -> BOTSConfig:
 
     - the selector builds with ``hparams``, the seed and as many reference columns as given (a 2-task dummy pool:
       the name, every hyperparameter and the reference requirements of ``offline_easy2hard``, ``bots_noref``, ...);
+    - ``pass_rate_oracle`` has a ``truth_source`` that loads (nothing else gives it the truth in a verl run);
     - ``run_log.method``, when it names a method, describes exactly this selector and these hyperparameters
       (:func:`resolve_method_label`); when null it is derived.
 
@@ -273,14 +278,36 @@ def check_bots_config(config: DictConfig, bots: BOTSConfig) -> BOTSConfig:
     """
     refs = len(bots.reference_columns)
     try:
-        _dummy_selector(bots.selector, bots.hparams, refs, bots.selector_seed, bool(bots.task_embeddings))
+        built = _dummy_selector(bots.selector, bots.hparams, refs, bots.selector_seed, bool(bots.task_embeddings))
     except (TypeError, ValueError) as exc:
         hint = " (set bots.reference_columns)" if not refs and "reference" in str(exc) else ""
         if not bots.task_embeddings and "embedding" in str(exc):
             hint = " (set bots.task_embeddings to the pool's embedding file: python -m reference_eval embed)"
         raise ValueError(f"bots.selector={bots.selector!r} with bots.hparams={bots.hparams}: {exc}{hint}") from exc
+    if isinstance(built, PassRateOracleSelector):
+        _check_truth_source(built.hparams["truth_source"])
     method = resolve_method_label(bots.run_log.method, bots.selector, bots.hparams, refs, bots.selector_seed)
     return dataclasses.replace(bots, run_log=dataclasses.replace(bots.run_log, method=method))
+
+
+def _check_truth_source(spec: str) -> None:
+    """The oracle reads the true pass rates from ``truth_source`` in a verl run: nothing calls its ``observe_truth``.
+
+    Raises:
+        ValueError: when it is not set or does not load
+            (:func:`~bots_verl.core.ours.pass_rate_oracle.load_truth_factory`).
+    """
+    need = (
+        "pass_rate_oracle in a verl run reads the true pass rates from a truth source, "
+        "+bots.hparams.truth_source='package.module:factory' (a factory(num_tasks, **truth_args) returning a callable "
+        "that gives the pass rates; the toy's is bots_verl.toy.oracle:RolloutServerTruth)"
+    )
+    if not spec:
+        raise ValueError(f"bots.hparams.truth_source is not set: {need}")
+    try:
+        load_truth_factory(spec)
+    except ValueError as exc:
+        raise ValueError(f"bots.hparams.{exc}: {need}") from exc
 
 
 def _dummy_selector(

@@ -16,7 +16,9 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "TRAINER_MODES",
+    "check_checkpoint_engine",
     "check_data_subset",
+    "check_trainer_schedule",
     "check_verl_compat",
     "dapo_enabled",
     "local_path_exists",
@@ -87,6 +89,67 @@ def _check_separate_async(config: DictConfig) -> None:
         )
     if problems:
         raise ValueError("trainer.v1.trainer_mode=separate_async: " + "; ".join(problems))
+
+
+def _whole_number(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_trainer_schedule(config: DictConfig) -> None:
+    """Refuse a training schedule verl would misread: ``trainer.total_training_steps``, ``total_epochs``,
+    ``save_freq`` and ``test_freq`` must be whole numbers in the range verl gives them a meaning.
+
+    verl multiplies and compares them without a check: ``total_training_steps=abc`` fails minutes into a run naming
+    no key, and ``-1`` trains no step and exits 0.
+
+    Raises:
+        ValueError: naming every offending key and what it may be.
+    """
+    trainer = config.trainer
+    problems = []
+    steps = trainer.get("total_training_steps", None)
+    if steps is not None and not (_whole_number(steps) and steps >= 1):
+        problems.append(f"trainer.total_training_steps={steps!r} must be a positive integer or null (from epochs)")
+    epochs = trainer.get("total_epochs", None)
+    if not (_whole_number(epochs) and epochs >= 1):
+        problems.append(f"trainer.total_epochs={epochs!r} must be a positive integer")
+    for key in ("save_freq", "test_freq"):
+        value = trainer.get(key, -1)
+        if not (_whole_number(value) and (value == -1 or value >= 1)):
+            problems.append(f"trainer.{key}={value!r} must be a positive number of steps, or -1 for never")
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
+def check_checkpoint_engine(config: DictConfig) -> None:
+    """The weight-sync settings the rollout's checkpoint engine is built with, checked as the worker checks them.
+
+    ``update_weights_bucket_megabytes`` must be a positive integer (verl shifts it by 20 bits in every worker); with
+    the ``cpu_gloo`` backend its ``engine_kwargs.cpu_gloo`` go through the engine's own check
+    (:func:`bots_verl.verl_cpu.checkpoint_engine.check_engine_settings`), so that an unknown key or a timeout that
+    is not positive is refused here rather than 80 s into a run.
+
+    Raises:
+        ValueError: naming the key.
+    """
+    engine = config.actor_rollout_ref.rollout.get("checkpoint_engine", None) or {}
+    megabytes = engine.get("update_weights_bucket_megabytes", 2048)
+    if not (_whole_number(megabytes) and megabytes >= 1):
+        raise ValueError(
+            "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes="
+            f"{megabytes!r} must be a positive integer (megabytes per weight-sync bucket)"
+        )
+    backend = engine.get("backend", "naive")
+    from bots_verl.verl_cpu.launch import CPU_CHECKPOINT_ENGINE
+
+    if backend == CPU_CHECKPOINT_ENGINE:
+        from bots_verl.verl_cpu.checkpoint_engine import check_engine_settings
+
+        kwargs = engine.get("engine_kwargs", None) or {}
+        settings = kwargs.get(backend, None)
+        if isinstance(settings, DictConfig | ListConfig):
+            settings = OmegaConf.to_container(settings, resolve=True)
+        check_engine_settings(megabytes << 20, {} if settings is None else settings)
 
 
 def train_files(config: DictConfig) -> list[str]:

@@ -107,6 +107,9 @@ class Selector:
     # Hyperparameters whose value lives in the checkpointed state (e.g. the prior inside the posterior): on resume the
     # checkpoint's value stays, whatever the selector was built with, so a change is reported as not applied.
     CHECKPOINT_HPARAMS: ClassVar[tuple[str, ...]] = ()
+    # Numeric hyperparameters that also take a word, checked by the selector itself (a quoted number in any other
+    # numeric hyperparameter is refused: :func:`~bots_verl.core.validation.check_number_param`).
+    NAMED_HPARAMS: ClassVar[tuple[str, ...]] = ()
     _BASE_DEFAULTS: ClassVar[dict[str, Any]] = {"reference_nan": "impute", "graph_k": 16}
 
     def __init__(
@@ -125,7 +128,7 @@ class Selector:
         columns = 0 if reference_pass_rates is None else (np.shape(reference_pass_rates)[1:] or (1,))[0]
         check_pool_fits(self.name, self.num_tasks, self.bytes_per_task(columns, hparams))
         self.seed = int(seed)
-        base, own, *extra = split_known_params(hparams, self._param_groups(hparams))
+        base, own, *extra = split_known_params(hparams, self._param_groups(hparams), self.NAMED_HPARAMS)
         self.hparams = {**own, **{k: v for group in extra for k, v in group.items()}}
         embeddings = None if task_embeddings is None else check_embeddings(task_embeddings, self.num_tasks)
         self.reference: np.ndarray | None = None

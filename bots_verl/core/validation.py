@@ -7,7 +7,7 @@ rejected call raises ``ValueError`` and leaves the posterior exactly as it was.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ __all__ = [
     "check_batch_size",
     "check_count",
     "check_indices",
+    "check_number_param",
     "check_lags",
     "check_outcomes",
     "check_real_array",
@@ -223,23 +224,62 @@ def check_unit_interval(name: str, value: Any, *, open_right: bool = False) -> f
     return v
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool | np.bool_)
+
+
+def check_number_param(key: str, value: Any, default: Any) -> None:
+    """Refuse a boolean or a string for a hyperparameter that is a number (its default is one, or None: unset).
+
+    ``float(True)`` is 1.0 and ``float("0.1")`` is 0.1, so without this a YAML boolean (``lam=true``) would run as
+    1 and a quoted number (``lam='0.1'``) would be kept as a string in the hyperparameters a run records.
+
+    Raises:
+        ValueError: naming ``key``, the value and how to write it.
+    """
+    if not (default is None or _is_number(default)) or value is None or _is_number(value):
+        return
+    if isinstance(value, bool | np.bool_):
+        raise ValueError(
+            f"hyperparameter {key!r} is a number (default {default!r}), got the boolean {value!r}: YAML reads "
+            f"true/false/yes/no/on/off as booleans; write the number, e.g. {key}=1.0"
+        )
+    if isinstance(value, str):
+        try:
+            example = repr(float(value))
+        except ValueError:
+            example = "<number>"
+        raise ValueError(
+            f"hyperparameter {key!r} is a number (default {default!r}), got the string {value!r}: write it "
+            f"unquoted, e.g. +bots.hparams.{key}={example}"
+        )
+
+
 def split_known_params(
-    given: Mapping[str, Any], groups: Iterable[tuple[str, Mapping[str, Any]]]
+    given: Mapping[str, Any], groups: Iterable[tuple[str, Mapping[str, Any]]], named: Collection[str] = ()
 ) -> list[dict[str, Any]]:
     """Split keyword hyperparameters among parameter groups by name; an unknown name is an error.
 
     Args:
         given: the keyword arguments a user passed.
         groups: ``(group name, defaults)`` pairs; a name belongs to the first group whose defaults hold it.
+        named: numeric hyperparameters that also take a word (DPS's ``prior_alpha="progress"``), which their
+            selector checks; any other numeric one refuses a string.
 
     Returns:
         One dict per group: its defaults updated with the given values that belong to it.
+
+    Raises:
+        ValueError: for an unknown name, or a boolean or string where the default is a number
+            (:func:`check_number_param`).
     """
     groups = list(groups)
     out = [dict(defaults) for _, defaults in groups]
     for key, value in given.items():
         for i, (_, defaults) in enumerate(groups):
             if key in defaults:
+                if not (key in named and isinstance(value, str)):
+                    check_number_param(key, value, defaults[key])
                 out[i][key] = value
                 break
         else:

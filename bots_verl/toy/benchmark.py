@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bots_verl import runlog
-from bots_verl.fileio import LockError, OutputLock, describe_holder, lock_holder, markdown_table, write_json_atomic
+from bots_verl.fileio import OutputLock, describe_holder, markdown_table, write_json_atomic
 from bots_verl.toy.evaluate import EXACT_METRIC, POOL_METRIC, checkpoint_steps, evaluate_checkpoints
 from bots_verl.verl_cpu.cluster import SharedRayCluster
 from bots_verl.verl_cpu.hooks import TRAIN_THREADS_ENV
@@ -680,21 +680,13 @@ def directory_lock(root: Path) -> Iterator[None]:
     """
     root.mkdir(parents=True, exist_ok=True)
     lock = OutputLock(root / LOCK_NAME, command=" ".join(["python -m bots_verl.toy.benchmark", *sys.argv[1:]]))
-    for _ in range(3):  # the holder may exit between the refusal and the look at who it was: then try again
-        try:
-            lock.acquire()
-            break
-        except LockError as exc:
-            holder = lock_holder(root / LOCK_NAME)
-            if holder is None:
-                continue
-            raise RuntimeError(
-                f"{root} is in use by another toy benchmark: {describe_holder(holder)}. Two benchmarks on one --out "
-                f"would train the same runs into the same directories; wait for it, stop it, or give this one "
-                f"another --out. (Its lock, {lock.lock}, is freed automatically when that process exits.)"
-            ) from exc
-    else:
-        lock.acquire()
+    holder = lock.try_acquire()
+    if holder is not None:
+        raise RuntimeError(
+            f"{root} is in use by another toy benchmark: {describe_holder(holder)}. Two benchmarks on one --out "
+            f"would train the same runs into the same directories; wait for it, stop it, or give this one "
+            f"another --out. (Its lock, {lock.lock}, is freed automatically when that process exits.)"
+        )
     try:
         yield
     finally:

@@ -38,8 +38,9 @@ import asyncio
 import datetime
 import json
 import logging
+import math
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +57,7 @@ from verl.workers.rollout.utils import ensure_async_iterator
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BACKEND", "GlooCheckpointEngine", "GlooMaster", "WeightSyncError"]
+__all__ = ["BACKEND", "ENGINE_KWARGS", "GlooCheckpointEngine", "GlooMaster", "WeightSyncError", "check_engine_settings"]
 
 #: the name ``actor_rollout_ref.rollout.checkpoint_engine.backend`` selects this engine by
 BACKEND = "cpu_gloo"
@@ -95,6 +96,45 @@ def _dtype(name: str) -> torch.dtype:
     return dtype
 
 
+#: the keys of ``checkpoint_engine.engine_kwargs.cpu_gloo``: the engine's keyword arguments that verl does not set
+ENGINE_KWARGS = ("timeout_s", "host")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check_engine_settings(bucket_size: Any, engine_kwargs: Any) -> None:
+    """The one check of the engine's settings: the driver's, before Ray (``bots_verl.main.check_config``), and the
+    engine's own when a worker builds it.
+
+    Args:
+        bucket_size: bytes per bucket (verl passes ``update_weights_bucket_megabytes << 20``).
+        engine_kwargs: ``checkpoint_engine.engine_kwargs.cpu_gloo`` (:data:`ENGINE_KWARGS`).
+
+    Raises:
+        ValueError: naming the key, for an unknown key, a bucket size that is not a positive integer, a timeout that
+            is not a positive finite number of seconds, or a host that is not a non-empty string.
+    """
+    where = f"actor_rollout_ref.rollout.checkpoint_engine.engine_kwargs.{BACKEND}"
+    if not isinstance(engine_kwargs, Mapping):
+        raise ValueError(f"{where} must be a mapping of {list(ENGINE_KWARGS)}, got {engine_kwargs!r}")
+    unknown = sorted(set(engine_kwargs) - set(ENGINE_KWARGS))
+    if unknown:
+        raise ValueError(f"{where} has unknown keys {unknown}; {BACKEND} takes {list(ENGINE_KWARGS)}")
+    if not (_number(bucket_size) and int(bucket_size) == bucket_size and bucket_size > 0):
+        raise ValueError(
+            f"{BACKEND}: bucket_size={bucket_size!r} bytes (actor_rollout_ref.rollout.checkpoint_engine."
+            "update_weights_bucket_megabytes) must be a positive integer"
+        )
+    timeout = engine_kwargs.get("timeout_s", 600.0)
+    if not (_number(timeout) and math.isfinite(timeout) and timeout > 0):
+        raise ValueError(f"{where}.timeout_s={timeout!r} must be a positive number of seconds")
+    host = engine_kwargs.get("host", None)
+    if host is not None and not (isinstance(host, str) and host.strip()):
+        raise ValueError(f"{where}.host={host!r} must be an address or null (Ray's address of the node)")
+
+
 @CheckpointEngineRegistry.register(BACKEND)
 class GlooCheckpointEngine(CheckpointEngine):
     """Weights from trainer rank 0 to every rollout worker, broadcast in buckets over a gloo process group.
@@ -111,14 +151,11 @@ class GlooCheckpointEngine(CheckpointEngine):
     ``+actor_rollout_ref.rollout.checkpoint_engine.engine_kwargs.cpu_gloo.timeout_s=1200``).
 
     Raises:
-        ValueError: for a bucket size or timeout that is not positive.
+        ValueError: for settings :func:`check_engine_settings` refuses.
     """
 
     def __init__(self, bucket_size: int, is_master: bool = False, timeout_s: float = 600.0, host: str | None = None):
-        if int(bucket_size) <= 0:
-            raise ValueError(f"{BACKEND}: bucket_size={bucket_size} must be a positive number of bytes")
-        if not float(timeout_s) > 0:
-            raise ValueError(f"{BACKEND}: timeout_s={timeout_s} must be positive")
+        check_engine_settings(bucket_size, {"timeout_s": timeout_s, "host": host})
         self.bucket_size = int(bucket_size)
         self.is_master = bool(is_master)
         self.timeout = datetime.timedelta(seconds=float(timeout_s))

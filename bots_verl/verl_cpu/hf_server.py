@@ -37,7 +37,7 @@ from bots_verl.verl_cpu.sampling import GenerationRequest, generate_batch, row_s
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HFRolloutServer", "ServerSettings", "TokenOutput", "server_actor_name"]
+__all__ = ["HFRolloutServer", "ServerSettings", "TokenOutput", "check_dtype", "server_actor_name"]
 
 GATHER_IDLE_S = 0.005
 GATHER_MAX_S = 0.1
@@ -104,6 +104,17 @@ class TokenOutput:
     extra_fields: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
+def check_dtype(dtype: Any) -> None:
+    """The rollout dtype the ``hf`` server generates in: the server's check, and the driver's before Ray
+    (:func:`bots_verl.verl_cpu.launch.check_cpu_settings`).
+
+    Raises:
+        ValueError: naming ``actor_rollout_ref.rollout.dtype`` and the supported names.
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"actor_rollout_ref.rollout.dtype={dtype!r}: the hf rollout supports {sorted(DTYPES)}")
+
+
 class HFRolloutServer:
     """Generation server of one ``hf`` replica (the body of a Ray actor).
 
@@ -120,8 +131,7 @@ class HFRolloutServer:
         # one intra-op thread: with more, MKL splits a matmul by its row count and a row's result would depend on
         # the batch it shares (sampling.py); generation of small models loses little
         torch.set_num_threads(1)
-        if settings.dtype not in DTYPES:
-            raise ValueError(f"actor_rollout_ref.rollout.dtype={settings.dtype!r}: the hf rollout supports {DTYPES}")
+        check_dtype(settings.dtype)
         self.settings = settings
         self.dtype = DTYPES[settings.dtype]
         # eager attention: the path whose row results were measured to be batch-independent (sampling.py)

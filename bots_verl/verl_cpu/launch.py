@@ -240,6 +240,13 @@ def check_cpu_settings(config: DictConfig) -> None:
     problems = []
     if rollout.name != "hf":
         problems.append(f"actor_rollout_ref.rollout.name={rollout.name} (the CPU backend generates with 'hf')")
+    if rollout.name == "hf":
+        from bots_verl.verl_cpu.hf_server import check_dtype
+
+        try:
+            check_dtype(rollout.get("dtype", "bfloat16"))
+        except ValueError as exc:
+            problems.append(str(exc))
     if int(rollout.tensor_model_parallel_size) != 1:
         problems.append(f"actor_rollout_ref.rollout.tensor_model_parallel_size={rollout.tensor_model_parallel_size}")
     if int(config.trainer.nnodes) != 1:

@@ -74,3 +74,45 @@ def test_the_paper_defaults_have_one_home():
         defaults.TARGET,
         defaults.GAMMA,
     )
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ((), "bots.hparams.truth_source is not set"),
+        (("+bots.hparams.truth_source=no_such_module:Factory",), "cannot be loaded: No module named 'no_such_module'"),
+        (("+bots.hparams.truth_source=bots_verl.toy.oracle:NoSuchFactory",), "cannot be loaded: module"),
+        (("+bots.hparams.truth_source=bots_verl.toy.oracle:VERSION_KEY_THAT_IS_NOT",), "cannot be loaded"),
+        (("+bots.hparams.truth_source=bots_verl.toy.oracle:__name__",), "not a factory"),
+    ],
+)
+def test_the_oracle_without_a_usable_truth_source_is_refused_by_the_driver(extra, message):
+    """Issue 47, item 6: nothing in a verl run calls observe_truth, so the first select raised after start-up."""
+    config = _config("bots.selector=pass_rate_oracle", *extra)
+    with pytest.raises(ValueError) as refused:
+        check_bots_config(config, read_bots_config(config))
+    assert message in str(refused.value)
+    assert "reads the true pass rates from a truth source" in str(refused.value)
+
+
+def test_the_oracle_with_the_toy_truth_source_passes():
+    config = _config(
+        "bots.selector=pass_rate_oracle", "+bots.hparams.truth_source=bots_verl.toy.oracle:RolloutServerTruth"
+    )
+    assert check_bots_config(config, read_bots_config(config)).selector == "pass_rate_oracle"
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("+bots.hparams.lam=true", "hyperparameter 'lam' is a number (default 0.1), got the boolean True"),
+        ("+bots.hparams.rho=on", "hyperparameter 'rho' is a number (default 0.1), got the string 'on'"),
+        ("+bots.hparams.lam='0.1'", "got the string '0.1': write it unquoted, e.g. +bots.hparams.lam=0.1"),
+    ],
+)
+def test_a_boolean_or_a_quoted_rate_is_refused_before_ray_naming_the_key(override, message):
+    """Issue 47, items 8 and 9, through hydra's parsing of the override as the launch scripts write it."""
+    config = _config("bots.reference_columns=[w,s]", override)
+    with pytest.raises(ValueError) as refused:
+        check_bots_config(config, read_bots_config(config))
+    assert message in str(refused.value)

@@ -138,3 +138,39 @@ def test_posterior_stays_positive_and_finite(evidence, lam, rho, steps):
         assert np.all(sel.alpha > 0) and np.all(sel.beta > 0)
         batch = sel.select(3)
         assert np.unique(batch).size == 3
+
+
+@pytest.mark.parametrize("key", ["lam", "rho", "target", "alpha0", "gamma", "warm_start_weight", "implicit_scale"])
+@pytest.mark.parametrize("value", [True, False, np.True_])
+def test_a_boolean_is_not_a_number_hyperparameter(key, value):
+    """Issue 47, item 8: float(True) is 1.0, so lam=true ran as lambda = 1."""
+    with pytest.raises(ValueError, match=rf"hyperparameter '{key}' is a number .*got the boolean"):
+        build_selector("bots", N, reference_pass_rates=REF, **{key: value})
+
+
+@pytest.mark.parametrize(
+    ("selector", "key", "value", "fix"),
+    [
+        ("bots", "lam", "0.1", "+bots.hparams.lam=0.1"),
+        ("bots", "rho", " 0.3", "+bots.hparams.rho=0.3"),
+        ("pass_rate_oracle", "target", "0.5", "+bots.hparams.target=0.5"),
+        ("dps", "decay", "high", "+bots.hparams.decay=<number>"),
+        ("greso", "p_easy", "0.5", "+bots.hparams.p_easy=0.5"),
+    ],
+)
+def test_a_quoted_number_is_refused_naming_the_key_and_the_fix(selector, key, value, fix):
+    """Issue 47, item 9: a string rate failed later with "Unknown format code 'g'", or was kept as a string."""
+    ref = REF if selector == "bots" else None
+    with pytest.raises(ValueError) as refused:
+        build_selector(selector, N, reference_pass_rates=ref, **{key: value})
+    message = str(refused.value)
+    assert f"hyperparameter '{key}' is a number" in message and f"got the string {value!r}" in message
+    assert fix in message
+
+
+def test_numbers_of_either_type_and_non_number_hyperparameters_still_pass():
+    sel = build_selector("bots", N, reference_pass_rates=REF, lam=1, rho=np.float32(0.2), implicit_scale=8)
+    assert (sel.lam, sel.rho, sel.implicit_scale) == (1.0, pytest.approx(0.2), 8.0)
+    assert build_selector("bots", N, reference_pass_rates=REF, evidence="none", selection="greedy").hparams[
+        "evidence"
+    ] == ("none")

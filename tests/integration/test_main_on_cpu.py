@@ -67,6 +67,19 @@ def test_dry_run_warns_for_paths_only_on_the_cluster(caplog):
         # a random subset without a seed differs in every process, so a resume would always be refused
         ("data.train_max_samples=6", "data.seed"),
         ("bots.replay_poll_interval=-1", "replay_poll_interval"),
+        # issue 47, item 4: "abc" failed 139 s into a run naming no key, -1 trained no step and exited 0
+        ("trainer.total_training_steps=abc", "trainer.total_training_steps='abc' must be a positive integer"),
+        ("trainer.total_training_steps=-1", "trainer.total_training_steps=-1 must be a positive integer"),
+        # issue 47, item 5: checked in the rollout's Ray worker only, 80 s or more into a run
+        (
+            "actor_rollout_ref.rollout.checkpoint_engine.backend=cpu_gloo "
+            "+actor_rollout_ref.rollout.checkpoint_engine.engine_kwargs.cpu_gloo.timeout_s=-5",
+            "cpu_gloo.timeout_s=-5 must be a positive number of seconds",
+        ),
+        ("actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=0", "bucket_megabytes=0"),
+        # issue 47, items 8 and 9
+        ("+bots.hparams.lam=true", "hyperparameter 'lam' is a number"),
+        ("+bots.hparams.lam='0.1'", "write it unquoted, e.g. \\+bots.hparams.lam=0.1"),
     ],
 )
 def test_malformed_config_is_a_value_error(pool, tokenizer_dir, override, message):

@@ -57,6 +57,21 @@ def test_settings_the_cpu_backend_cannot_run_with_are_refused():
         launch.check_cpu_settings(config)
 
 
+def test_a_rollout_dtype_the_hf_server_would_refuse_is_refused_before_ray():
+    """Issue 47, item 5's sibling: the server checked it only once its Ray actor was built; one check, one message."""
+    from bots_verl.verl_cpu.hf_server import check_dtype
+
+    user = ["actor_rollout_ref.rollout.dtype=float16"]
+    config = _compose(*user)
+    launch.apply_cpu_settings(config, launch.override_keys(user))
+    with pytest.raises(ValueError) as refused:
+        launch.check_cpu_settings(config)
+    with pytest.raises(ValueError) as server:
+        check_dtype("float16")
+    assert str(server.value) in str(refused.value)
+    assert "actor_rollout_ref.rollout.dtype='float16': the hf rollout supports" in str(server.value)
+
+
 def test_ray_gets_logical_gpus_cpus_and_the_backend_environment(monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     config = _compose("trainer.n_gpus_per_node=2", "+ray_kwargs.ray_init.runtime_env.env_vars.MY_VAR=1")

@@ -38,12 +38,33 @@ from bots_verl.core.validation import check_real_array, check_scalars, check_uni
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PassRateOracleSelector", "TruthSource"]
+__all__ = ["PassRateOracleSelector", "TruthSource", "load_truth_factory"]
 
 #: what a truth source returns on each call: the pass rates, or the pass rates and the version they were computed from
 TruthSource = Callable[[], "np.ndarray | tuple[np.ndarray, int | None]"]
 
 _SOURCE_SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+def load_truth_factory(spec: str) -> Callable[..., TruthSource]:
+    """The factory a ``truth_source`` names (``"package.module:factory"``), imported; nothing is called.
+
+    Raises:
+        ValueError: naming ``spec`` when it is malformed, its module does not import, the attribute is missing or it
+            is not callable.
+    """
+    if not isinstance(spec, str) or not _SOURCE_SPEC.match(spec):
+        raise ValueError(f"truth_source must be 'package.module:factory', got {spec!r}")
+    module_name, _, attr = spec.partition(":")
+    try:
+        factory: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            factory = getattr(factory, part)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"truth_source={spec!r} cannot be loaded: {exc}") from exc
+    if not callable(factory):
+        raise ValueError(f"truth_source={spec!r} names a {type(factory).__name__}, not a factory (a callable)")
+    return factory
 
 
 @SELECTORS.register("pass_rate_oracle", group="ours")
@@ -107,14 +128,7 @@ class PassRateOracleSelector(Selector):
         """The truth source of ``truth_source``, built on first use (ValueError naming it if it cannot be)."""
         if self._source is None:
             spec = self.hparams["truth_source"]
-            module_name, _, attr = spec.partition(":")
-            try:
-                factory: Any = importlib.import_module(module_name)
-                for part in attr.split("."):
-                    factory = getattr(factory, part)
-            except (ImportError, AttributeError) as exc:
-                raise ValueError(f"truth_source={spec!r} cannot be loaded: {exc}") from exc
-            source = factory(self.num_tasks, **self.hparams["truth_args"])
+            source = load_truth_factory(spec)(self.num_tasks, **self.hparams["truth_args"])
             if not callable(source):
                 raise ValueError(f"truth_source={spec!r} returned {type(source).__name__}, not a callable")
             self._source = source

@@ -187,6 +187,8 @@ class DPSSelector(Selector):
     }
     # the priors live in the state (every task not yet touched holds them), restored from a checkpoint as saved
     CHECKPOINT_HPARAMS: ClassVar[tuple[str, ...]] = ("prior_alpha", "prior_pi")
+    # prior_alpha: a number for all nine counts, or a named prior (NAMED_ALPHA_PRIORS)
+    NAMED_HPARAMS: ClassVar[tuple[str, ...]] = ("prior_alpha",)
 
     @classmethod
     def bytes_per_task(cls, reference_columns: int, hparams: Mapping[str, Any] | None = None) -> int:

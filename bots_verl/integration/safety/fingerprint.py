@@ -43,6 +43,7 @@ __all__ = [
     "dataset_prompts_digest",
     "fingerprint_changes",
     "run_fingerprint",
+    "same_value",
 ]
 
 FINGERPRINT_VERSION = 1
@@ -60,12 +61,23 @@ class Change:
         what: the difference in words.
         accept: the ``bots.resume.accept_changed`` value that accepts it, or ``None`` if nothing can.
         why_not: for ``accept=None``, why no override can.
+        key: the one setting that changed, when ``<accept>.<key>`` may accept it alone (``training.<verl key>``).
     """
 
     part: str
     what: str
     accept: str | None
     why_not: str = ""
+    key: str = ""
+
+    def accepted_by(self, accept: Collection[str]) -> bool:
+        """Whether ``bots.resume.accept_changed`` accepts this change."""
+        return self.accept is not None and (self.accept in accept or bool(self.key) and self.override in accept)
+
+    @property
+    def override(self) -> str:
+        """The narrowest ``bots.resume.accept_changed`` value that accepts it."""
+        return f"{self.accept}.{self.key}" if self.key else str(self.accept)
 
 
 def _sha256_lines(values: Iterable[Any]) -> str:
@@ -156,7 +168,8 @@ def _short(digest: str | None) -> str:
     return "none (not hashed)" if digest is None else digest[:12]
 
 
-def _same_number_or_value(a: Any, b: Any) -> bool:
+def same_value(a: Any, b: Any) -> bool:
+    """Whether two recorded settings are the same: numbers with a tolerance (not booleans), the rest by ``==``."""
     numbers = (int, float)
     if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool) and not isinstance(b, bool):
         return bool(np.isclose(float(a), float(b), rtol=1e-9, atol=1e-12))
@@ -252,7 +265,7 @@ def fingerprint_changes(saved: Mapping[str, Any] | None, current: Mapping[str, A
         in_state = SELECTORS[now["name"]].CHECKPOINT_HPARAMS if now["name"] in SELECTORS else ()
         old, new = was.get("hparams", {}), now["hparams"]
         for key in sorted(set(old) | set(new)):
-            if _same_number_or_value(old.get(key), new.get(key)):
+            if same_value(old.get(key), new.get(key)):
                 continue
             what = f"{key} {old.get(key)!r} -> {new.get(key)!r}"
             if key in in_state:
@@ -312,7 +325,11 @@ def fingerprint_changes(saved: Mapping[str, Any] | None, current: Mapping[str, A
 
 
 def check_fingerprint(
-    folder: str, saved: Mapping[str, Any] | None, current: Mapping[str, Any], accept: Collection[str]
+    folder: str,
+    saved: Mapping[str, Any] | None,
+    current: Mapping[str, Any],
+    accept: Collection[str],
+    also: Sequence[Change] = (),
 ) -> None:
     """Refuse to resume ``folder`` if the posterior it holds was built for another pool, references or selector.
 
@@ -321,12 +338,14 @@ def check_fingerprint(
         saved: the checkpoint's fingerprint (``None`` for a checkpoint written before fingerprints).
         current: this run's :func:`run_fingerprint`.
         accept: ``bots.resume.accept_changed``.
+        also: changes found elsewhere, refused or accepted the same way (the training settings,
+            :mod:`bots_verl.integration.safety.experiment`).
 
     Raises:
         ValueError: listing every change not accepted, each with the override that accepts it or why none can.
     """
-    changes = fingerprint_changes(saved, current)
-    accepted = [c for c in changes if c.accept is not None and c.accept in accept]
+    changes = [*fingerprint_changes(saved, current), *also]
+    accepted = [c for c in changes if c.accepted_by(accept)]
     refused = [c for c in changes if c not in accepted]
     for change in accepted:
         logger.warning(
@@ -336,7 +355,7 @@ def check_fingerprint(
         return
     lines = []
     for change in refused:
-        how = f"accept with {_OVERRIDE}=[{change.accept}]" if change.accept else f"no override: {change.why_not}"
+        how = f"accept with {_OVERRIDE}=[{change.override}]" if change.accept else f"no override: {change.why_not}"
         lines.append(f"  - {change.part}: {change.what} ({how})")
     overrides = sorted({c.accept for c in changes if c.accept is not None})
     remedy = (
@@ -344,7 +363,9 @@ def check_fingerprint(
         if overrides and all(c.accept for c in refused)
         else "Restore what the checkpoint was written with"
     )
-    if saved is None:
+    if all(c.part == "training" for c in refused):
+        header = f"resuming from {folder}, but this launch changes the training settings the run was started with"
+    elif saved is None:
         header = (
             f"resuming from {folder}, but its data.pt does not record what its BOTS posterior was built for (pool, "
             "reference columns, selector), so a change would resume silently"

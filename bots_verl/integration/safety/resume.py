@@ -25,13 +25,14 @@ state: :func:`missing_data_pt_message`).
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import DictConfig
 
-from bots_verl.integration.safety.fingerprint import check_fingerprint
+from bots_verl.integration.safety.experiment import experiment_changes, read_record
+from bots_verl.integration.safety.fingerprint import Change, check_fingerprint
 from bots_verl.integration.transport.sampler_state import checkpoint_sampler_state
 from bots_verl.runlog import logged_metrics_files
 
@@ -58,9 +59,11 @@ class ResumePoint:
     folder: str
     sampler_state: dict[str, Any]
 
-    def check_fingerprint(self, current: Mapping[str, Any], accept: Collection[str]) -> None:
+    def check_fingerprint(
+        self, current: Mapping[str, Any], accept: Collection[str], also: Sequence[Change] = ()
+    ) -> None:
         """Refuse this checkpoint if its posterior was built for another run (:func:`check_resume_fingerprint`)."""
-        check_resume_fingerprint(self.folder, self.sampler_state, current, accept)
+        check_resume_fingerprint(self.folder, self.sampler_state, current, accept, also)
 
 
 def check_resume(
@@ -69,6 +72,7 @@ def check_resume(
     fingerprint: Mapping[str, Any] | None = None,
     accept: Collection[str] = (),
     require_data_pt: bool = True,
+    experiment: Mapping[str, Any] | None = None,
 ) -> ResumePoint | None:
     """The resume checks, in order: the one entry point of the driver and the trainer.
 
@@ -77,8 +81,9 @@ def check_resume(
        ``require_data_pt=False`` (the driver, whose checkpoint may live on the cluster only) a missing ``data.pt`` is
        left to the trainer unless the checkpoint folder itself is here: then it is refused before any worker starts
        (on a GPU cluster that saves loading the model only to stop).
-    3. With ``fingerprint``, the checkpoint's posterior must have been built for this run, ``accept`` aside
-       (:func:`check_resume_fingerprint`).
+    3. With ``fingerprint``, the checkpoint's posterior must have been built for this run, and with ``experiment``
+       the run folder's record of its training settings must hold them, ``accept`` aside
+       (:func:`check_resume_fingerprint`, :mod:`bots_verl.integration.safety.experiment`).
 
     Args:
         config: the composed trainer config.
@@ -86,6 +91,8 @@ def check_resume(
             (:meth:`ResumePoint.check_fingerprint`).
         accept: ``bots.resume.accept_changed``.
         require_data_pt: refuse a missing ``data.pt`` here even when the checkpoint folder is not here either.
+        experiment: this launch's :func:`~bots_verl.integration.safety.experiment.experiment_settings` (the driver),
+            compared with the record in the checkpoint's run folder; only with ``fingerprint``.
 
     Returns:
         The checkpoint to resume from, or None for a fresh start (or a ``data.pt`` left to the trainer).
@@ -102,7 +109,8 @@ def check_resume(
         return None
     point = ResumePoint(folder, check_resume_data_pt(folder))
     if fingerprint is not None:
-        point.check_fingerprint(fingerprint, accept)
+        also = () if experiment is None else experiment_changes(read_record(os.path.dirname(folder)), experiment)
+        point.check_fingerprint(fingerprint, accept, also)
     return point
 
 
@@ -186,7 +194,11 @@ def check_resume_data_pt(folder: str | os.PathLike) -> dict[str, Any]:
 
 
 def check_resume_fingerprint(
-    folder: str | os.PathLike, sampler_state: Mapping[str, Any], current: Mapping[str, Any], accept: Collection[str]
+    folder: str | os.PathLike,
+    sampler_state: Mapping[str, Any],
+    current: Mapping[str, Any],
+    accept: Collection[str],
+    also: Sequence[Change] = (),
 ) -> None:
     """Refuse to resume ``folder`` when its posterior was built for another run (``bots.resume.accept_changed`` aside).
 
@@ -196,11 +208,12 @@ def check_resume_fingerprint(
         current: this run's fingerprint (:func:`~bots_verl.integration.safety.fingerprint.run_fingerprint`); only what
             it holds is compared.
         accept: ``bots.resume.accept_changed``.
+        also: changes found elsewhere (the training settings), refused or accepted with them.
 
     Raises:
         ValueError: listing each refused change with the override that accepts it, or why none can.
     """
-    check_fingerprint(os.fspath(folder), sampler_state.get("fingerprint"), current, accept)
+    check_fingerprint(os.fspath(folder), sampler_state.get("fingerprint"), current, accept, also)
 
 
 def missing_data_pt_message(folder: str) -> str:

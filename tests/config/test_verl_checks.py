@@ -1,0 +1,93 @@
+"""Checks of verl's own keys before Ray (``bots_verl.config.verl_checks``): the training schedule (issue 47, item 4)."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_module
+
+from bots_verl.config.verl_checks import check_trainer_schedule
+
+
+def _config(*overrides: str):
+    with initialize_config_module(config_module="bots_verl.config", version_base=None):
+        return compose(config_name="bots_trainer", overrides=list(overrides))
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("trainer.total_training_steps=abc", "trainer.total_training_steps='abc' must be a positive integer or null"),
+        ("trainer.total_training_steps=-1", "trainer.total_training_steps=-1 must be a positive integer or null"),
+        ("trainer.total_training_steps=0", "trainer.total_training_steps=0 must be"),
+        ("trainer.total_training_steps=2.5", "trainer.total_training_steps=2.5 must be"),
+        ("trainer.total_training_steps=true", "trainer.total_training_steps=True must be"),
+        ("trainer.total_epochs=0", "trainer.total_epochs=0 must be a positive integer"),
+        ("trainer.total_epochs=null", "trainer.total_epochs=None must be a positive integer"),
+        ("trainer.total_epochs=two", "trainer.total_epochs='two' must be a positive integer"),
+        ("trainer.save_freq=0", "trainer.save_freq=0 must be a positive number of steps, or -1 for never"),
+        ("trainer.save_freq=-5", "trainer.save_freq=-5 must be"),
+        ("trainer.save_freq=1.5", "trainer.save_freq=1.5 must be"),
+        ("trainer.test_freq=abc", "trainer.test_freq='abc' must be a positive number of steps, or -1 for never"),
+        ("trainer.test_freq=null", "trainer.test_freq=None must be"),
+    ],
+)
+def test_a_schedule_verl_would_misread_is_refused_naming_the_key(override, message):
+    with pytest.raises(ValueError) as refused:
+        check_trainer_schedule(_config(override))
+    assert message in str(refused.value)
+
+
+def test_every_bad_key_is_named_at_once_and_good_schedules_pass():
+    with pytest.raises(ValueError) as refused:
+        check_trainer_schedule(_config("trainer.total_training_steps=abc", "trainer.save_freq=0"))
+    assert "total_training_steps" in str(refused.value) and "save_freq" in str(refused.value)
+    check_trainer_schedule(_config())  # verl's defaults: steps from epochs, never save or test
+    check_trainer_schedule(_config("trainer.total_training_steps=3", "trainer.save_freq=1", "trainer.test_freq=2"))
+
+
+_ENGINE = "actor_rollout_ref.rollout.checkpoint_engine"
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (
+            [f"+{_ENGINE}.engine_kwargs.cpu_gloo.timeout_s=-5"],
+            f"{_ENGINE}.engine_kwargs.cpu_gloo.timeout_s=-5 must be a positive number of seconds",
+        ),
+        ([f"+{_ENGINE}.engine_kwargs.cpu_gloo.timeout_s=abc"], "timeout_s='abc' must be a positive number"),
+        ([f"+{_ENGINE}.engine_kwargs.cpu_gloo.timeout_s=inf"], "timeout_s=inf must be a positive number"),
+        (
+            [f"+{_ENGINE}.engine_kwargs.cpu_gloo.timeot_s=5"],
+            f"{_ENGINE}.engine_kwargs.cpu_gloo has unknown keys ['timeot_s']; cpu_gloo takes ['timeout_s', 'host']",
+        ),
+        ([f"+{_ENGINE}.engine_kwargs.cpu_gloo.host=''"], "host='' must be an address or null"),
+        ([f"{_ENGINE}.update_weights_bucket_megabytes=0"], "update_weights_bucket_megabytes=0 must be a positive"),
+    ],
+)
+def test_the_cpu_gloo_settings_a_worker_would_refuse_are_refused_before_ray(overrides, message):
+    """Issue 47, item 5: each of these failed 80 s or more into a run, inside the rollout's Ray worker."""
+    from bots_verl.config.verl_checks import check_checkpoint_engine
+
+    with pytest.raises(ValueError) as refused:
+        check_checkpoint_engine(_config(f"{_ENGINE}.backend=cpu_gloo", *overrides))
+    assert message in str(refused.value)
+
+
+def test_the_driver_and_the_engine_refuse_with_one_check():
+    """The worker builds the engine with the same check the driver runs: one rule, one message."""
+    from bots_verl.config.verl_checks import check_checkpoint_engine
+    from bots_verl.verl_cpu.checkpoint_engine import GlooCheckpointEngine
+
+    with pytest.raises(ValueError) as driver:
+        check_checkpoint_engine(
+            _config(f"{_ENGINE}.backend=cpu_gloo", f"+{_ENGINE}.engine_kwargs.cpu_gloo.timeout_s=0")
+        )
+    with pytest.raises(ValueError) as worker:
+        GlooCheckpointEngine(1 << 20, timeout_s=0)
+    assert str(driver.value) == str(worker.value)
+    good = [f"{_ENGINE}.backend=cpu_gloo", f"+{_ENGINE}.engine_kwargs.cpu_gloo.timeout_s=1200"]
+    check_checkpoint_engine(_config(*good))
+    check_checkpoint_engine(_config())  # another backend: only the bucket size is read
+    with pytest.raises(ValueError, match="update_weights_bucket_megabytes=1.5"):
+        check_checkpoint_engine(_config(f"{_ENGINE}.update_weights_bucket_megabytes=1.5"))
