@@ -40,6 +40,7 @@ from bots_verl.integration.safety.fingerprint import run_fingerprint
 from bots_verl.integration.safety.resume import check_resume
 from bots_verl.integration.safety.verl_pins import check_verl_drift
 from bots_verl.verl_cpu import launch
+from bots_verl.verl_cpu.known_answers import check_known_answers
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +86,8 @@ def check_config(config: DictConfig) -> BOTSConfig:
     Raises:
         ValueError: for malformed config (the message names the key), a fresh run in a ``bots.run_log.dir`` that
             holds an earlier run's metrics, or a resume whose ``data.pt`` holds no BOTS posterior or one built for
-            another selector, hyperparameters or reference columns (``bots.resume.accept_changed`` aside).
+            another selector, hyperparameters or reference columns (``bots.resume.accept_changed`` aside), or a
+            missing or malformed known-answers file (``actor_rollout_ref.rollout.custom.known_answers``).
     """
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
@@ -95,6 +97,7 @@ def check_config(config: DictConfig) -> BOTSConfig:
     bots = check_bots_config(config, read_bots_config(config))
     check_verl_compat(config)
     check_data_subset(config)
+    check_known_answers(config)  # read by the rollout server, minutes into a run: a bad file is refused here
     # before meta.json is written or any worker starts; a checkpoint that is not here is left to the trainer
     check_resume(
         config,
