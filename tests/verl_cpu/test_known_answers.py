@@ -198,9 +198,10 @@ def test_unreadable_and_non_json_files_are_refused_naming_the_file(tmp_path):
         load_script(tmp_path / "binary.json")
 
 
-def test_a_well_formed_script_loads_as_written(tmp_path, data_dir):
+@pytest.mark.parametrize("domain", ["math", "code", "logic"])
+def test_a_well_formed_script_loads_as_written(tmp_path, data_dir, domain):
     assert validate_script(copy.deepcopy(GOOD)) == GOOD
-    rows = pq.read_table(data_dir / "code" / "train.parquet").to_pylist()
+    rows = pq.read_table(data_dir / domain / "train.parquet").to_pylist()
     script = build_known_answers(rows, solution_for=code_solution)
     path = tmp_path / "built.json"
     path.write_text(json.dumps(script))
