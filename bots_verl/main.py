@@ -44,6 +44,7 @@ from bots_verl.integration.safety.resume import check_resume, resume_folder
 from bots_verl.integration.safety.run_lock import check_run_folders_free, hold_run_folders
 from bots_verl.integration.safety.verl_pins import check_verl_drift
 from bots_verl.verl_cpu import launch
+from bots_verl.verl_cpu.known_answers import check_known_answers
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +102,8 @@ def check_config(config: DictConfig) -> BOTSConfig:
         ValueError: for malformed config (the message names the key), a fresh run in a ``bots.run_log.dir`` that
             holds an earlier run's metrics, or a resume whose ``data.pt`` holds no BOTS posterior or one built for
             another selector, hyperparameters or reference columns, or whose run folder recorded other training
-            settings (:mod:`bots_verl.integration.safety.experiment`; ``bots.resume.accept_changed`` aside).
+            settings (:mod:`bots_verl.integration.safety.experiment`; ``bots.resume.accept_changed`` aside), or a
+            missing or malformed known-answers file (``actor_rollout_ref.rollout.custom.known_answers``).
     """
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
@@ -113,6 +115,7 @@ def check_config(config: DictConfig) -> BOTSConfig:
     check_trainer_schedule(config)
     check_checkpoint_engine(config)
     check_data_subset(config)
+    check_known_answers(config)  # read by the rollout server, minutes into a run: a bad file is refused here
     # before meta.json is written or any worker starts; a checkpoint that is not here is left to the trainer
     _check_resume(config, bots)
     try:

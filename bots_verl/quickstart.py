@@ -8,6 +8,10 @@ prints, step by step, the share of each batch's groups that were mixed (some rol
 groups that give GRPO a gradient), and the posterior BOTS ends with, by problem size, beside the policy's exact pass
 rates. Each run leaves its run log (``meta.json``, ``metrics.jsonl`` with every ``bots/`` metric) under ``--out``.
 
+A rerun into the same ``--out`` replaces the two run folders (``random/``, ``bots/``) and reuses the testbed's data. It
+deletes only folders the quickstart wrote (each holds its :data:`MARKER` file): an ``--out`` whose ``random/`` or
+``bots/`` holds anything else is refused before anything is written or deleted.
+
 What it shows is the mechanism, not the training benefit: the benefit is measured over 8 paired seeds x 90 steps in
 the toy testbed (``make toy``, README "Results").
 """
@@ -26,10 +30,33 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["main", "posterior_by_size", "run_quickstart"]
+__all__ = ["MARKER", "check_out_dir", "main", "posterior_by_size", "run_quickstart"]
 
 ARMS = ("random", "bots")
 ETR = "bots/batch/effective_task_ratio"
+#: written into each run folder the quickstart creates: the only folders a later quickstart deletes
+MARKER = ".bots_quickstart_run"
+
+
+def check_out_dir(out: Path) -> None:
+    """Refuse an ``--out`` whose run folders the quickstart would delete but did not write.
+
+    A run folder (``out/random``, ``out/bots``) may be absent, empty, or hold :data:`MARKER` (an earlier quickstart's
+    run); anything else (another run's checkpoints, a file, a link) is refused and nothing is deleted.
+
+    Raises:
+        ValueError: naming the folder.
+    """
+    for arm in ARMS:
+        run_dir = out / arm
+        if run_dir.is_symlink() or (run_dir.exists() and not run_dir.is_dir()):
+            kind = "a link" if run_dir.is_symlink() else "a file"
+            raise ValueError(f"{run_dir} is {kind}, not a quickstart run folder; nothing deleted: use another --out")
+        if run_dir.is_dir() and not (run_dir / MARKER).is_file() and any(run_dir.iterdir()):
+            raise ValueError(
+                f"{run_dir} was not written by the quickstart (no {MARKER}), and a quickstart run replaces it; "
+                "nothing deleted: use another --out, or move that folder away"
+            )
 
 
 def _train(manifest: dict[str, Any], arm: str, steps: int, out: Path, timeout: float) -> Path:
@@ -38,8 +65,10 @@ def _train(manifest: dict[str, Any], arm: str, steps: int, out: Path, timeout: f
 
     profile = dataclasses.replace(PROFILES["headline"], steps=steps, eval_every=steps)
     run_dir = out / arm
+    check_out_dir(out)  # checked for both arms before anything is written; again here, just before deleting
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
+    (run_dir / MARKER).write_text("written by python -m bots_verl.quickstart, which replaces this folder on a rerun\n")
     start = time.monotonic()
     run_training(training_overrides(manifest, profile, arm, 0, run_dir), out, run_dir / "train.log", timeout)
     print(f"  {arm}: {steps} steps in {time.monotonic() - start:.0f} s (log: {run_dir / 'train.log'})", flush=True)
@@ -87,9 +116,15 @@ def posterior_by_size(data_pt: Path, data_dir: Path) -> list[dict[str, Any]]:
 
 
 def run_quickstart(out: Path, steps: int, timeout: float = 900.0) -> dict[str, Any]:
-    """Train Random and BOTS for ``steps`` steps each in ``out`` and return what the report prints."""
+    """Train Random and BOTS for ``steps`` steps each in ``out`` and return what the report prints.
+
+    Raises:
+        ValueError: for an ``out`` holding run folders the quickstart did not write (:func:`check_out_dir`).
+        RuntimeError: when a training run fails.
+    """
     from bots_verl.toy.prepare import prepare
 
+    check_out_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     print(f"quickstart: the shipped toy testbed into {out / 'data'}", flush=True)
     manifest = prepare(out / "data", seed=0, profile="full", jobs=1)

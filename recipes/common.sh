@@ -30,9 +30,14 @@ PYTHON=${PYTHON:-python3}
 PROJECT_NAME=${PROJECT_NAME:-bots-verl}
 # console + verl's file backend (metrics.jsonl in the run dir); add wandb/tensorboard with LOGGERS='["console","file","wandb"]'
 LOGGERS=${LOGGERS:-'["console","file"]'}
-DRY_RUN=${DRY_RUN:-0}
+# Switches take 1/true/yes/on or 0/false/no/off (any case; unset: off) and anything else stops the script, naming the
+# variable (recipes/switches.sh); the integer knobs below are checked the same way before anything starts.
+# shellcheck source=recipes/switches.sh
+source "$(dirname "${BASH_SOURCE[0]}")/switches.sh"
+# DRY_RUN=1: compose and validate the config (bots.dry_run=true), create nothing, start nothing
+bool_switch DRY_RUN 0 || exit 2
 # CPU=1: train this recipe on CPU cores (bots_verl.verl_cpu) with a tiny local model; see "CPU mode" below
-CPU=${CPU:-0}
+bool_switch CPU 0 || exit 2
 
 # ---- the paper's setting
 TRAIN_BATCH_SIZE=${TRAIN_BATCH_SIZE:-32}          # [trinity] tasks per step
@@ -69,6 +74,8 @@ TASK_EMBEDDINGS=${TASK_EMBEDDINGS:-}
 # the rollout engine (the hf server instead of vLLM), one logical GPU and these sizes [infer: small enough for a
 # 2-core machine]. Every CPU_* knob can be overridden like the others.
 CPU_MODEL_DIR=${CPU_MODEL_DIR:-$RUN_ROOT/cpu_tiny_model}
+CPU_KNOBS=(CPU_TRAIN_BATCH_SIZE CPU_ROLLOUT_N CPU_PPO_MINI_BATCH_SIZE CPU_MAX_PROMPT_LENGTH CPU_MAX_RESPONSE_LENGTH
+    CPU_MAX_TOKENS_PER_GPU)
 bots_cpu_mode() {
     [[ $CPU == 1 ]] || return 0
     TRAIN_BATCH_SIZE=${CPU_TRAIN_BATCH_SIZE:-4}
@@ -166,9 +173,31 @@ bots_model_tag() {
     echo "${base,,}"
 }
 
+# The switches and integer knobs, checked before anything is created or started (a bad value would otherwise reach
+# verl as a string, or turn a dry run into a real one). Checked again here, not only when common.sh is sourced: a
+# script may set a knob afterwards (`CPU=yes bots_launch`).
+bots_check_settings() {
+    bool_switch DRY_RUN 0 && bool_switch CPU 0 || return
+    local name
+    for name in NNODES GPUS_PER_NODE TRAIN_BATCH_SIZE ROLLOUT_N PPO_MINI_BATCH_SIZE MAX_PROMPT_LENGTH \
+        MAX_RESPONSE_LENGTH MAX_TOKENS_PER_GPU TOTAL_EPOCHS ROLLOUT_TP; do
+        int_knob "$name" 1 || return
+    done
+    int_knob TOTAL_STEPS 1 '' || return  # empty: verl's epochs decide
+    int_knob TEST_FREQ 1 -1 || return    # -1: verl's "never"
+    int_knob SAVE_FREQ 1 -1 || return
+    int_knob SEED 0 || return
+    if [[ $CPU == 1 ]]; then
+        for name in "${CPU_KNOBS[@]}"; do
+            int_knob "$name" 1 '' || return  # empty: the CPU default
+        done
+    fi
+}
+
 # bots_launch [hydra overrides...]: build the full command and run it (or dry-run it, or record it).
 bots_launch() {
     : "${DOMAIN:?set DOMAIN}" "${MODEL_PATH:?set MODEL_PATH}" "${METHOD:?set METHOD}"
+    bots_check_settings || return
     local method=$METHOD
     local val_files
     val_files=$(bots_val_files "$DOMAIN") || return 1

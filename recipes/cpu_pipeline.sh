@@ -23,6 +23,10 @@ DOMAINS=${DOMAINS:-math code logic}
 STEPS=${STEPS:-2}
 SAMPLES=${SAMPLES:-4}                           # responses per task and reference model (the paper: 16)
 PYTHON=${PYTHON:-python3}
+# shellcheck source=recipes/switches.sh
+source "$RECIPES/switches.sh"
+int_knob STEPS 1 || exit 2
+int_knob SAMPLES 1 || exit 2
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 mkdir -p "$WORK"
 WORK=$(cd "$WORK" && pwd)

@@ -13,6 +13,9 @@ WORK=${WORK:-runs/cpu_recipes}
 STEPS=${STEPS:-2}
 ONLY=${ONLY:-*}
 PYTHON=${PYTHON:-python3}
+# shellcheck source=recipes/switches.sh
+source "$RECIPES/switches.sh"
+int_knob STEPS 1 || exit 2
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 mkdir -p "$WORK"
 WORK=$(cd "$WORK" && pwd)

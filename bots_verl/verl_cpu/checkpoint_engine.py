@@ -12,15 +12,17 @@ packages (``nixl``, ``mooncake``, ``kimi_ckpt_engine``). This engine does what `
   workers are ranks 1..R.
 - ``init_process_group``: a ``torch.distributed.ProcessGroupGloo`` of those ranks over the store (TCP, so the rollout
   may be on another node). It is not the process's default group: the trainer's FSDP group is untouched.
-- ``send_weights``: the weights, cut into chunks by verl's ``split_weight_chunks``, are packed into buckets of at most
-  ``bucket_size`` bytes (``checkpoint_engine.update_weights_bucket_megabytes``); each bucket is broadcast as a header
+- ``send_weights``: the weights, cut into chunks as verl's ``split_weight_chunks`` cuts them (a zero-element tensor
+  as one empty chunk, where verl's yields none), are packed into buckets of at most ``bucket_size`` bytes
+  (``checkpoint_engine.update_weights_bucket_megabytes``); each bucket is broadcast as a header
   (status, metadata length, payload length), its metadata (JSON: name, shape, dtype, offsets of each chunk) and its
   payload (each chunk at a 16-byte aligned offset). A weight stream that fails on the trainer (a non-tensor, a
   repeated name, any exception of the generator) broadcasts an abort with the reason, so the rollout workers raise
   it instead of waiting for the timeout.
 - ``receive_weights``: each bucket lands in a fresh buffer and verl's ``merge_weight_chunks`` rebuilds the tensors, so a
   yielded tensor is never overwritten by the next bucket (the ``hf`` adapter keeps references, not copies). The last
-  bucket carries the count of tensors sent, and a short stream is an error.
+  bucket carries the name, shape and dtype of every tensor sent (zero-element ones included: they travel as a chunk of
+  0 bytes), and the sync fails naming any tensor that did not arrive whole, or arrived with another shape or dtype.
 - ``finalize``: the group and the store are dropped; the next sync builds new ones (cheap on CPU: milliseconds).
 
 Bytes travel as they are (``uint8`` views of each tensor), so the rollout gets the trainer's weights bit for bit
@@ -51,7 +53,6 @@ from verl.checkpoint_engine.base import (
     CheckpointEngineRegistry,
     TensorMeta,
     merge_weight_chunks,
-    split_weight_chunks,
 )
 from verl.workers.rollout.utils import ensure_async_iterator
 
@@ -272,6 +273,28 @@ class GlooCheckpointEngine(CheckpointEngine):
             seen.add(name)
             yield name, tensor.detach().to("cpu").contiguous()
 
+    @classmethod
+    async def _split(
+        cls, weights: Iterable[tuple[str, torch.Tensor]] | AsyncIterator, bucket_size: int
+    ) -> AsyncGenerator[tuple[TensorMeta, torch.Tensor], None]:
+        """Each checked tensor as chunks of at most ``bucket_size`` bytes; a zero-element tensor as one empty chunk.
+
+        verl's ``split_weight_chunks`` yields no chunk at all for a tensor of 0 bytes, so its name and shape would
+        never reach the rollout.
+        """
+        async for name, tensor in cls._checked(weights):
+            data = tensor.view(-1).view(torch.uint8)
+            offset = 0
+            while True:
+                size = min(bucket_size, tensor.nbytes - offset)
+                meta = TensorMeta(
+                    name=name, shape=tensor.shape, dtype=tensor.dtype, chunk_offset=offset, chunk_size=size, offset=0
+                )
+                yield meta, data[offset : offset + size]
+                offset += size
+                if offset >= tensor.nbytes:
+                    break
+
     @torch.no_grad()
     async def send_weights(self, weights: Iterable[tuple[str, torch.Tensor]], global_steps: int | None = None) -> dict:
         """Broadcast the weights in buckets (trainer rank 0); other trainer ranks only walk the generator.
@@ -299,9 +322,10 @@ class GlooCheckpointEngine(CheckpointEngine):
         start = time.monotonic()
         buffer = torch.empty(self.bucket_size, dtype=torch.uint8)
         chunks: list[dict[str, Any]] = []
-        offset = buckets = sent = tensors = 0
+        manifest: dict[str, dict[str, Any]] = {}  # every tensor sent: the receiver checks each arrived whole
+        offset = buckets = sent = 0
         try:
-            async for meta, chunk in split_weight_chunks(self._checked(weights), self.bucket_size):
+            async for meta, chunk in self._split(weights, self.bucket_size):
                 offset = -(-offset // _ALIGN) * _ALIGN  # the receiver views the bytes as the tensor's dtype
                 if offset + meta.chunk_size > self.bucket_size:
                     await self._send_bucket(_OK, {"chunks": chunks, "is_last": False}, buffer[:offset])
@@ -319,20 +343,21 @@ class GlooCheckpointEngine(CheckpointEngine):
                 )
                 offset += meta.chunk_size
                 sent += meta.chunk_size
-                tensors += int(meta.chunk_offset == 0)
+                if meta.chunk_offset == 0:
+                    manifest[meta.name] = {"shape": list(meta.shape), "dtype": _dtype_name(meta.dtype)}
         except Exception as exc:
             try:  # tell the rollout ranks, so they raise the reason instead of waiting for the timeout
                 await self._send_bucket(_ABORT, {"error": f"{type(exc).__name__}: {exc}"}, buffer[:0])
             except Exception:  # the group itself failed: the rollout ranks see gloo's error
                 logger.exception("%s: could not tell the rollout ranks that the weight stream failed", BACKEND)
             raise
-        await self._send_bucket(_OK, {"chunks": chunks, "is_last": True, "tensors": tensors}, buffer[:offset])
+        await self._send_bucket(_OK, {"chunks": chunks, "is_last": True, "tensors": manifest}, buffer[:offset])
         buckets += 1
         seconds = time.monotonic() - start
         logger.info(
             "%s: sent %d tensors, %d bytes in %d buckets in %.3f s (step %s)",
             BACKEND,
-            tensors,
+            len(manifest),
             sent,
             buckets,
             seconds,
@@ -345,21 +370,41 @@ class GlooCheckpointEngine(CheckpointEngine):
         }
 
     # ------------------------------------------------------------------------------------------------ receive
-    async def _received_chunks(self) -> AsyncGenerator[tuple[TensorMeta, torch.Tensor], None]:
+    async def _received_chunks(
+        self, sent: dict[str, dict[str, Any]]
+    ) -> AsyncGenerator[tuple[TensorMeta, torch.Tensor], None]:
+        """The chunks of every bucket, as they arrive; ``sent`` is filled with the tensors the last bucket lists.
+
+        At the last bucket every tensor the trainer sent must have arrived whole, with the shape and dtype it was
+        sent with (:func:`_check_arrived`).
+        """
         if self.rank is None or self.rank < 1:
             raise WeightSyncError(f"{BACKEND}: only rollout ranks (>= 1) receive; this engine has rank {self.rank}")
-        names: set[str] = set()
+        arrived: dict[str, dict[str, Any]] = {}  # name -> shape, dtype, bytes received
+        partial: str | None = None  # the tensor whose chunks are arriving (verl's merge takes them in order)
         while True:
             status, meta, payload = await self._receive_bucket()
             if status == _ABORT:
                 raise WeightSyncError(f"{BACKEND}: the trainer's weight stream failed: {meta.get('error')}")
             for entry in meta["chunks"]:
-                start, size = int(entry["offset"]), int(entry["chunk_size"])
-                if start < 0 or start + size > payload.numel():
-                    raise WeightSyncError(f"{BACKEND}: chunk of {entry['name']!r} lies outside its bucket")
-                names.add(entry["name"])
+                name, start, size = entry["name"], int(entry["offset"]), int(entry["chunk_size"])
+                if start < 0 or size < 0 or start + size > payload.numel():
+                    raise WeightSyncError(f"{BACKEND}: chunk of {name!r} lies outside its bucket")
+                got = arrived.setdefault(name, {"shape": entry["shape"], "dtype": entry["dtype"], "bytes": 0})
+                if (got["shape"], got["dtype"]) != (entry["shape"], entry["dtype"]):
+                    raise WeightSyncError(f"{BACKEND}: the chunks of {name!r} disagree on its shape or dtype")
+                nbytes = _dtype(entry["dtype"]).itemsize * torch.Size(entry["shape"]).numel()
+                if partial is not None and partial != name:
+                    raise WeightSyncError(f"{BACKEND}: {partial!r} arrived short: the chunks of {name!r} came next")
+                if int(entry["chunk_offset"]) != got["bytes"] or got["bytes"] + size > nbytes:
+                    raise WeightSyncError(
+                        f"{BACKEND}: {name!r}: a chunk of bytes {entry['chunk_offset']}..+{size} arrived after "
+                        f"{got['bytes']} of its {nbytes} bytes"
+                    )
+                got["bytes"] += size
+                partial = name if got["bytes"] < nbytes else None
                 tensor_meta = TensorMeta(
-                    name=entry["name"],
+                    name=name,
                     shape=torch.Size(entry["shape"]),
                     dtype=_dtype(entry["dtype"]),
                     chunk_offset=int(entry["chunk_offset"]),
@@ -368,10 +413,10 @@ class GlooCheckpointEngine(CheckpointEngine):
                 )
                 yield tensor_meta, payload[start : start + size]
             if meta["is_last"]:
-                if len(names) != int(meta["tensors"]):
-                    raise WeightSyncError(
-                        f"{BACKEND}: received {len(names)} tensors, the trainer sent {meta['tensors']}"
-                    )
+                if not isinstance(meta.get("tensors"), dict):
+                    raise WeightSyncError(f"{BACKEND}: the last bucket does not list the tensors sent")
+                sent.update(meta["tensors"])
+                _check_arrived(sent, arrived)
                 return
 
     @torch.no_grad()
@@ -379,7 +424,37 @@ class GlooCheckpointEngine(CheckpointEngine):
         """Yield the trainer's tensors as they arrive (rollout ranks); each owns its storage.
 
         Raises:
-            WeightSyncError: when the trainer's stream failed or the received stream does not add up.
+            WeightSyncError: when the trainer's stream failed or the received stream does not add up: a tensor the
+                trainer sent that did not arrive whole (named), or arrived with another shape or dtype.
         """
-        async for name, tensor in merge_weight_chunks(self._received_chunks(), self.bucket_size):
+        sent: dict[str, dict[str, Any]] = {}
+        merged: dict[str, dict[str, Any]] = {}
+        async for name, tensor in merge_weight_chunks(self._received_chunks(sent), self.bucket_size):
+            merged[name] = {"shape": list(tensor.shape), "dtype": _dtype_name(tensor.dtype), "bytes": tensor.nbytes}
             yield name, tensor
+        # the chunks added up (checked above); this checks that every tensor also came out of the merge as sent
+        _check_arrived(sent, merged)
+
+
+def _check_arrived(sent: dict[str, dict[str, Any]], arrived: dict[str, dict[str, Any]]) -> None:
+    """Every tensor in ``sent`` is in ``arrived`` with its shape, dtype and all its bytes, and nothing else is.
+
+    Raises:
+        WeightSyncError: naming the tensors that are missing, unexpected, short or of another shape or dtype.
+    """
+    missing = [name for name in sent if name not in arrived]
+    if missing:
+        raise WeightSyncError(f"{BACKEND}: the trainer sent {len(sent)} tensors, {missing} did not arrive")
+    extra = [name for name in arrived if name not in sent]
+    if extra:
+        raise WeightSyncError(f"{BACKEND}: received tensors the trainer did not list as sent: {extra}")
+    for name, want in sent.items():
+        got = arrived[name]
+        if list(got["shape"]) != list(want["shape"]) or got["dtype"] != want["dtype"]:
+            raise WeightSyncError(
+                f"{BACKEND}: {name!r} arrived as {got['dtype']} {list(got['shape'])}, "
+                f"sent as {want['dtype']} {list(want['shape'])}"
+            )
+        nbytes = _dtype(want["dtype"]).itemsize * torch.Size(want["shape"]).numel()
+        if got["bytes"] != nbytes:
+            raise WeightSyncError(f"{BACKEND}: {name!r} arrived with {got['bytes']} of its {nbytes} bytes")

@@ -21,6 +21,10 @@ answer takes a domain-specific form:
 :func:`expected_outcomes` gives, per task, the successes and attempts the posterior must receive when the task is
 selected with ``n`` rollouts. ``python -m bots_verl.verl_cpu.known_answers DATA.parquet --out FILE`` writes a script
 (and checks every scripted response with the training reward first).
+
+A script file is checked whole when it is read (:func:`load_script`), and by ``bots_verl.main``'s ``check_config``
+before Ray starts (:func:`check_known_answers`): a malformed one (an empty or non-list ``responses``, an empty prompt,
+which would match every prompt, a top-level list, ...) is a ``ValueError`` naming the file and the task.
 """
 
 from __future__ import annotations
@@ -37,20 +41,28 @@ from typing import Any
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "CONFIG_KEY",
     "FORMAT",
     "KnownAnswers",
     "build_known_answers",
+    "check_known_answers",
     "check_posterior",
     "check_script",
     "expected_outcomes",
     "known_answers_path",
+    "load_script",
     "pattern_of",
+    "validate_script",
 ]
 
 FORMAT = "bots-known-answers"
 VERSION = 1
 #: the three answer patterns, by ``task_id % 3``: every rollout right, alternating right/wrong, every rollout wrong
 PATTERNS = ("right", "mixed", "wrong")
+#: where a run names its script (read by the ``hf`` rollout server through :func:`known_answers_path`)
+CONFIG_KEY = "actor_rollout_ref.rollout.custom.known_answers"
+_TOP_KEYS = {"format", "version", "tasks"}
+_TASK_KEYS = {"task_id", "prompt", "data_source", "responses", "correct"}
 
 
 def pattern_of(task_id: int) -> str:
@@ -251,6 +263,115 @@ def check_posterior(data_pt: str | Path, train_parquet: str | Path, script: dict
     }
 
 
+def _task_error(task: Any, index: int, source: str, problem: str) -> ValueError:
+    task_id = task.get("task_id") if isinstance(task, dict) else None
+    name = f"task {index}" + (f" (task_id {task_id!r})" if task_id is not None else "")
+    return ValueError(f"{source}: {name}: {problem}")
+
+
+def _check_task(task: Any, index: int, source: str) -> None:
+    def fail(problem: str) -> ValueError:
+        return _task_error(task, index, source, problem)
+
+    if not isinstance(task, dict):
+        raise fail(f"must be an object with {sorted(_TASK_KEYS)}, got {type(task).__name__}")
+    missing, unknown = sorted(_TASK_KEYS - set(task)), sorted(set(task) - _TASK_KEYS)
+    if missing or unknown:
+        raise fail(f"missing keys {missing}, unknown keys {unknown}; a task has exactly {sorted(_TASK_KEYS)}")
+    if not isinstance(task["task_id"], int) or isinstance(task["task_id"], bool):
+        raise fail(f"task_id must be an integer, got {task['task_id']!r}")
+    if not isinstance(task["prompt"], str) or not task["prompt"].strip():
+        # the server matches a task by its prompt inside the rendered one: an empty prompt would match every prompt
+        raise fail(f"prompt must be a non-empty string, got {task['prompt']!r}")
+    if not isinstance(task["data_source"], str) or not task["data_source"]:
+        raise fail(f"data_source must be a non-empty string, got {task['data_source']!r}")
+    responses, correct = task["responses"], task["correct"]
+    if not isinstance(responses, list) or not responses:
+        # a string would be cycled one character per rollout, an empty list divides by zero mid-run
+        raise fail(f"responses must be a non-empty list of strings, got {responses!r:.80}")
+    bad = [i for i, r in enumerate(responses) if not isinstance(r, str)]
+    if bad:
+        raise fail(f"responses[{bad[0]}] must be a string, got {responses[bad[0]]!r:.80}")
+    if not isinstance(correct, list) or len(correct) != len(responses):
+        raise fail(f"correct must be a list of {len(responses)} flags (one per response), got {correct!r:.80}")
+    if any(not isinstance(c, int) or c not in (0, 1) for c in correct):
+        raise fail(f"correct must hold true/false (or 1/0), got {correct!r:.80}")
+
+
+def validate_script(script: Any, source: str = "known-answers script") -> dict[str, Any]:
+    """Check a whole known-answer script: its format and every task's shape.
+
+    Args:
+        script: the parsed JSON.
+        source: what the error names (the file).
+
+    Returns:
+        ``script``, unchanged.
+
+    Raises:
+        ValueError: ``"<source>: task <i> (task_id <id>): <problem>"`` for the first malformed task, or the problem
+            of the whole script (not an object, another format or version, no tasks, repeated prompts or ids).
+    """
+    if not isinstance(script, dict):
+        raise ValueError(f"{source}: must be a JSON object with {sorted(_TOP_KEYS)}, got a {type(script).__name__}")
+    if script.get("format") != FORMAT or script.get("version") != VERSION:
+        raise ValueError(
+            f"{source}: not a {FORMAT} v{VERSION} script (format={script.get('format')!r}, "
+            f"version={script.get('version')!r})"
+        )
+    unknown = sorted(set(script) - _TOP_KEYS)
+    if unknown:
+        raise ValueError(f"{source}: unknown keys {unknown}; a script has {sorted(_TOP_KEYS)}")
+    tasks = script.get("tasks")
+    if not isinstance(tasks, list) or not tasks:
+        raise ValueError(f"{source}: tasks must be a non-empty list, got {tasks!r:.80}")
+    prompts: dict[str, int] = {}
+    ids: dict[int, int] = {}
+    for index, task in enumerate(tasks):
+        _check_task(task, index, source)
+        for seen, key in ((prompts, task["prompt"]), (ids, task["task_id"])):
+            if key in seen:
+                what = "prompt" if seen is prompts else "task_id"
+                raise _task_error(task, index, source, f"its {what} repeats task {seen[key]}'s")
+            seen[key] = index
+    return script
+
+
+def load_script(path: str | Path) -> dict[str, Any]:
+    """Read and check a known-answer script file (:func:`validate_script`).
+
+    Raises:
+        ValueError: naming the file (unreadable, not JSON, or malformed; a malformed task is named too).
+    """
+    source = f"known-answers file {path}"
+    try:
+        script = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{source}: {exc}") from exc
+    return validate_script(script, source)
+
+
+def check_known_answers(config: Any) -> dict[str, Any] | None:
+    """The run's known-answer script (``actor_rollout_ref.rollout.custom.known_answers``), checked before Ray.
+
+    Args:
+        config: the composed config.
+
+    Returns:
+        The script, or None when the run has none.
+
+    Raises:
+        ValueError: naming :data:`CONFIG_KEY` and the file, for a missing or malformed file.
+    """
+    path = known_answers_path(config.actor_rollout_ref.rollout.get("custom", None))
+    if path is None:
+        return None
+    try:
+        return load_script(path)
+    except ValueError as exc:
+        raise ValueError(f"{CONFIG_KEY}: {exc}") from exc
+
+
 def known_answers_path(custom: Any) -> str | None:
     """The script path in verl's ``rollout.custom`` (``known_answers``), or None."""
     if not custom:
@@ -273,12 +394,11 @@ class KnownAnswers:
         tokenizer: the model's tokenizer (prompt ids are decoded with it, responses encoded).
 
     Raises:
-        ValueError: for a file of another format or version.
+        ValueError: for a malformed script (:func:`validate_script`).
     """
 
     def __init__(self, script: dict[str, Any], tokenizer: Any) -> None:
-        if script.get("format") != FORMAT or script.get("version") != VERSION:
-            raise ValueError(f"not a {FORMAT} v{VERSION} script (format={script.get('format')!r})")
+        validate_script(script)
         # longest prompts first: a prompt that contains another task's prompt must match itself
         self.entries = sorted(
             (_Entry(t["prompt"], list(t["responses"])) for t in script["tasks"]), key=lambda e: -len(e.prompt)
@@ -291,13 +411,9 @@ class KnownAnswers:
         """Read a script file.
 
         Raises:
-            ValueError: naming the file when it is not a readable script.
+            ValueError: naming the file (and the task) when it is not a readable, well-formed script.
         """
-        try:
-            script = json.loads(Path(path).read_text(encoding="utf-8"))
-            return cls(script, tokenizer)
-        except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"known-answers file {path}: {exc}") from exc
+        return cls(load_script(path), tokenizer)
 
     def match(self, prompt_ids: Sequence[int]) -> _Entry | None:
         """The task whose prompt the rendered prompt contains, or None."""

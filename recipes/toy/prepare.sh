@@ -14,7 +14,9 @@ SEED=${SEED:-0}                                # benchmark seed: data, initial w
 JOBS=${JOBS:-2}                                # warm-ups / reference collections at a time (one thread each)
 NICE=${NICE:-10}                               # niceness of the whole build
 PYTHON=${PYTHON:-python3}
-DRY_RUN=${DRY_RUN:-0}                          # 1: validate and print the plan only (as every recipe's DRY_RUN)
+# shellcheck source=recipes/switches.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../switches.sh"
+bool_switch DRY_RUN 0 || exit 2                 # 1 (true/yes/on): validate and print the plan only (as every recipe's)
 dry_run=()
 if [[ $DRY_RUN == 1 ]]; then dry_run=(--dry-run); fi
 

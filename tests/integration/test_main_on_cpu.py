@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -266,3 +267,28 @@ def test_a_resumed_run_continues_its_run_log_and_an_unlogged_dir_is_free(pool, t
     check_config(config)
     use_run_log(config)
     assert os.environ["VERL_FILE_LOGGER_PATH"] == str(unlogged / "metrics.jsonl")
+
+
+def _known_answers_file(path, tasks) -> str:
+    path.write_text(json.dumps({"format": "bots-known-answers", "version": 1, "tasks": tasks}))
+    return str(path)
+
+
+def test_a_missing_or_malformed_known_answers_file_is_refused_before_ray(pool, tokenizer_dir, tmp_path):
+    """The rollout server reads the file minutes into a run; check_config reads it first (issue 47)."""
+    key = "actor_rollout_ref.rollout.custom.known_answers"
+    task = {"task_id": 3, "prompt": "what is 1 + 1", "data_source": "math", "responses": ["2"], "correct": [True]}
+    good = _known_answers_file(tmp_path / "good.json", [task])
+    check_config(compose(base_overrides(pool, tokenizer_dir, f"+{key}={good}")))
+    missing = tmp_path / "absent.json"
+    with pytest.raises(ValueError, match=f"{key}: known-answers file {missing}: .*No such file"):
+        check_config(compose(base_overrides(pool, tokenizer_dir, f"+{key}={missing}")))
+    empty = _known_answers_file(tmp_path / "empty.json", [{**task, "responses": []}])
+    with pytest.raises(ValueError, match=rf"{key}: known-answers file {empty}: task 0 \(task_id 3\): responses"):
+        check_config(compose(base_overrides(pool, tokenizer_dir, f"+{key}={empty}")))
+    # a real run's start (no dry run) refuses it too, before Ray is started
+    import ray
+
+    with pytest.raises(ValueError, match=f"known-answers file {empty}: task 0"):
+        run(compose(base_overrides(pool, tokenizer_dir, f"+{key}={empty}")))
+    assert not ray.is_initialized()

@@ -53,13 +53,23 @@ def _sync(
     bucket_size: int,
     actor_ranks: int = 1,
     rollout_ranks: int = 1,
+    wire: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[list[Any], list[Any]]:
     """One weight sync as verl's manager runs it; returns what each trainer rank and each rollout rank ended with.
 
     A trainer rank ends with its ``send_weights`` metrics, a rollout rank with the dict it received; a rank that
-    raised ends with the exception.
+    raised ends with the exception. ``wire`` may change each bucket's metadata after the sender built it (a bucket
+    damaged on its way).
     """
     actors = [GlooCheckpointEngine(bucket_size, is_master=(i == 0), timeout_s=TIMEOUT_S) for i in range(actor_ranks)]
+    if wire is not None:
+        send_bucket = actors[0]._send_bucket
+
+        async def damaged(status: int, meta: dict[str, Any], payload: torch.Tensor) -> None:
+            wire(meta)
+            await send_bucket(status, meta, payload)
+
+        actors[0]._send_bucket = damaged  # type: ignore[method-assign]
     rollouts = [GlooCheckpointEngine(bucket_size, timeout_s=TIMEOUT_S) for _ in range(rollout_ranks)]
     metadata = [e.prepare() for e in actors] + [e.prepare() for e in rollouts]
     actor_kwargs, rollout_kwargs = GlooCheckpointEngine.build_topology(actor_ranks, rollout_ranks, metadata)
@@ -128,6 +138,70 @@ def test_one_bucket_when_everything_fits_and_async_weight_streams_are_taken():
     senders, (received,) = _sync(stream, bucket_size=1 << 20)
     assert senders[0][f"{BACKEND}/buckets"] == 1
     assert all(_same_bits(received[name], tensor) for name, tensor in sent.items())
+
+
+def _with_empty_tensors() -> dict[str, torch.Tensor]:
+    """The weights with zero-element tensors first, in the middle (between chunked ones) and last."""
+    weights = _weights()
+    return {
+        "empty.first": torch.zeros(0),
+        **dict(list(weights.items())[:3]),
+        "empty.rows": torch.zeros(0, 16, dtype=torch.bfloat16),
+        "empty.cols": torch.zeros(3, 0, dtype=torch.int64),
+        **dict(list(weights.items())[3:]),
+        "empty.last": torch.zeros(2, 0, 5),
+    }
+
+
+@pytest.mark.parametrize("bucket_size", [64, 1024, 1 << 20])
+def test_zero_element_tensors_arrive_with_their_shape_and_dtype(bucket_size: int):
+    sent = _with_empty_tensors()
+    (metrics,), receivers = _sync(lambda: iter(sent.items()), bucket_size=bucket_size, rollout_ranks=2)
+    assert not isinstance(metrics, Exception), metrics
+    for received in receivers:
+        assert not isinstance(received, Exception), received
+        assert list(received) == list(sent)
+        for name, tensor in sent.items():
+            assert _same_bits(received[name], tensor), name
+    assert received["empty.rows"].shape == (0, 16) and received["empty.rows"].dtype == torch.bfloat16
+    assert received["empty.cols"].shape == (3, 0) and received["empty.last"].shape == (2, 0, 5)
+
+
+def test_a_stream_of_only_empty_tensors_arrives_whole():
+    sent = {"a": torch.zeros(0), "b": torch.zeros(0, 4, dtype=torch.float16)}
+    (metrics,), (received,) = _sync(lambda: iter(sent.items()), bucket_size=1024)
+    assert metrics[f"{BACKEND}/bytes"] == 0 and metrics[f"{BACKEND}/buckets"] == 1
+    assert {k: (v.shape, v.dtype) for k, v in received.items()} == {k: (v.shape, v.dtype) for k, v in sent.items()}
+
+
+@pytest.mark.parametrize("lost", ["empty.rows", "embed.weight", "scalar"])
+def test_a_tensor_lost_on_the_way_fails_the_sync_naming_it(lost: str):
+    def drop(meta: dict[str, Any]) -> None:
+        meta["chunks"] = [c for c in meta.get("chunks", []) if c["name"] != lost]
+
+    sent = _with_empty_tensors()
+    _, (received,) = _sync(lambda: iter(sent.items()), bucket_size=1024, wire=drop)
+    assert isinstance(received, WeightSyncError), received
+    assert f"['{lost}'] did not arrive" in str(received)
+
+
+def test_a_tensor_that_arrives_short_or_with_another_shape_fails_the_sync_naming_it():
+    sent = _with_empty_tensors()
+
+    def reshape(meta: dict[str, Any]) -> None:
+        if meta.get("is_last"):
+            meta["tensors"]["empty.cols"]["shape"] = [0, 3]
+
+    _, (received,) = _sync(lambda: iter(sent.items()), bucket_size=1024, wire=reshape)
+    assert isinstance(
+        received, WeightSyncError
+    ) and "'empty.cols' arrived as int64 [3, 0], sent as int64 [0, 3]" in str(received)
+
+    def drop_second_chunk(meta: dict[str, Any]) -> None:
+        meta["chunks"] = [c for c in meta.get("chunks", []) if (c["name"], c["chunk_offset"]) != ("embed.weight", 1024)]
+
+    _, (received,) = _sync(lambda: iter(sent.items()), bucket_size=1024, wire=drop_second_chunk)
+    assert isinstance(received, WeightSyncError) and "'embed.weight'" in str(received)
 
 
 @pytest.mark.parametrize(

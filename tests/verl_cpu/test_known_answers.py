@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import json
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -15,7 +17,9 @@ from bots_verl.verl_cpu.known_answers import (
     check_script,
     expected_outcomes,
     known_answers_path,
+    load_script,
     pattern_of,
+    validate_script,
 )
 from bots_verl.verl_cpu.tiny_model import build_tiny_model
 
@@ -114,3 +118,91 @@ def test_a_tiny_model_directory_built_with_other_settings_is_refused(tmp_path):
     build_tiny_model(tmp_path / "m", seed=1, hidden_size=32)  # the same settings: kept
     with pytest.raises(ValueError, match="built with"):
         build_tiny_model(tmp_path / "m", seed=2, hidden_size=32)
+
+
+# ---------------------------------------------------------------------------------------------- malformed files
+GOOD: dict[str, Any] = {
+    "format": "bots-known-answers",
+    "version": 1,
+    "tasks": [
+        {"task_id": 0, "prompt": "2 + 2 = ?", "data_source": "math", "responses": ["\\boxed{4}"], "correct": [True]},
+        {"task_id": 7, "prompt": "3 + 3 = ?", "data_source": "math", "responses": ["6", "5"], "correct": [1, 0]},
+    ],
+}
+
+
+def _broken(change) -> Any:
+    script = copy.deepcopy(GOOD)
+    return change(script) or script
+
+
+def _set(index: int, key: str, value: Any):
+    return lambda s: s["tasks"][index].__setitem__(key, value)
+
+
+def _drop(index: int, key: str):
+    return lambda s: s["tasks"][index].__delitem__(key)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        # the issue's four
+        (_set(1, "responses", []), r"task 1 \(task_id 7\): responses must be a non-empty list of strings, got \[\]"),
+        (_set(0, "prompt", ""), r"task 0 \(task_id 0\): prompt must be a non-empty string, got ''"),
+        (_set(0, "responses", "\\boxed{4}"), r"task 0 \(task_id 0\): responses must be a non-empty list of strings"),
+        (lambda s: s["tasks"], r"must be a JSON object .* got a list"),
+        # their siblings
+        (_set(0, "prompt", "  \n"), "prompt must be a non-empty string"),
+        (_set(0, "prompt", 5), "prompt must be a non-empty string"),
+        (_set(1, "responses", ["6", None]), r"task 1 \(task_id 7\): responses\[1\] must be a string"),
+        (_set(1, "responses", {"a": 1}), "responses must be a non-empty list"),
+        (_set(1, "correct", [True]), r"correct must be a list of 2 flags"),
+        (_set(1, "correct", "10"), r"correct must be a list of 2 flags"),
+        (_set(1, "correct", [2, 0]), "correct must hold true/false"),
+        (_set(1, "correct", [0.5, 1]), "correct must hold true/false"),
+        (_set(1, "task_id", "7"), "task_id must be an integer"),
+        (_set(1, "task_id", True), "task_id must be an integer"),
+        (_set(1, "task_id", 0), r"task 1 \(task_id 0\): its task_id repeats task 0's"),
+        (_set(1, "prompt", "2 + 2 = ?"), r"task 1 \(task_id 7\): its prompt repeats task 0's"),
+        (_set(1, "data_source", None), "data_source must be a non-empty string"),
+        (_drop(0, "responses"), r"task 0 \(task_id 0\): missing keys \['responses'\]"),
+        (_set(0, "response", ["x"]), r"unknown keys \['response'\]"),
+        (lambda s: s["tasks"].__setitem__(1, ["a"]), "task 1: must be an object"),
+        (lambda s: s.__setitem__("tasks", []), "tasks must be a non-empty list"),
+        (lambda s: s.__setitem__("tasks", {"0": {}}), "tasks must be a non-empty list"),
+        (lambda s: s.__delitem__("tasks"), "tasks must be a non-empty list"),
+        (lambda s: s.__setitem__("version", 2), "not a bots-known-answers v1 script"),
+        (lambda s: s.__setitem__("extra", 1), r"unknown keys \['extra'\]"),
+        (lambda s: "just text", "must be a JSON object"),
+        (lambda s: 4, "must be a JSON object"),
+    ],
+)
+def test_a_malformed_script_is_refused_at_load_naming_the_file_and_the_task(tmp_path, tokenizer, change, message):
+    path = tmp_path / "answers.json"
+    path.write_text(json.dumps(_broken(change)))
+    for load in (load_script, lambda p: KnownAnswers.load(p, tokenizer)):
+        with pytest.raises(ValueError, match=message) as refused:
+            load(path)
+        assert str(refused.value).startswith(f"known-answers file {path}: ")
+
+
+def test_unreadable_and_non_json_files_are_refused_naming_the_file(tmp_path):
+    with pytest.raises(ValueError, match=f"known-answers file {tmp_path / 'absent.json'}: .*No such file"):
+        load_script(tmp_path / "absent.json")
+    (tmp_path / "cut.json").write_text('{"format": "bots-known-answers", "tasks": [')
+    with pytest.raises(ValueError, match=f"known-answers file {tmp_path / 'cut.json'}: "):
+        load_script(tmp_path / "cut.json")
+    (tmp_path / "binary.json").write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(ValueError, match="binary.json"):
+        load_script(tmp_path / "binary.json")
+
+
+@pytest.mark.parametrize("domain", ["math", "code", "logic"])
+def test_a_well_formed_script_loads_as_written(tmp_path, data_dir, domain):
+    assert validate_script(copy.deepcopy(GOOD)) == GOOD
+    rows = pq.read_table(data_dir / domain / "train.parquet").to_pylist()
+    script = build_known_answers(rows, solution_for=code_solution)
+    path = tmp_path / "built.json"
+    path.write_text(json.dumps(script))
+    assert load_script(path) == script  # what build_known_answers writes passes its own check
