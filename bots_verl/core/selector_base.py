@@ -17,6 +17,7 @@ Adding a selector is one small class::
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -190,11 +191,12 @@ class Selector:
         defaults, its own ``DEFAULTS`` and its parts' (a Beta selector's evidence plug-in and selection rule).
 
         Read from the declared tables alone: nothing is built, so no pool, reference or value check is involved.
+        A copy: a caller that changes it (a mapping default such as ``truth_args``) cannot change the table.
 
         Raises:
             ValueError: for an unknown or retired name, or a value that contradicts a preset's defining setting.
         """
-        return cls._resolve_hparams(given)[1]
+        return copy.deepcopy(cls._resolve_hparams(given)[1])
 
     @classmethod
     def _resolve_hparams(cls, given: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
