@@ -71,7 +71,7 @@ def _driver_fingerprint(bots: BOTSConfig) -> dict:
         reference_columns=bots.reference_columns,
         reference=None,
         selector=bots.selector,
-        hparams=effective_hparams(bots.selector, bots.hparams, len(bots.reference_columns), bots.selector_seed),
+        hparams=effective_hparams(bots.selector, bots.hparams),
     )
 
 
@@ -283,9 +283,7 @@ def _prepare_run_log(config: DictConfig, bots: BOTSConfig, resume: dict | None) 
         extra={
             "selector": bots.selector,
             # every hyperparameter the selector runs with (defaults included), so a run log says what ran
-            "effective_hparams": effective_hparams(
-                bots.selector, bots.hparams, len(bots.reference_columns), bots.selector_seed
-            ),
+            "effective_hparams": effective_hparams(bots.selector, bots.hparams),
             "reference_columns": list(bots.reference_columns),
             # issue 36: tasks with reference values (a labelled subset costs labelled x n x models generations)
             "reference_coverage": check_pool_inputs(train_files(config), bots),

@@ -7,13 +7,24 @@ the values a field may take. Both name the offending key (``bots.seed: ...``). D
 are filled in first: ``seed`` from ``data.seed`` (else 0), ``actor.name`` from the trainer's project and experiment
 names, ``run_log.run_id`` from the experiment name.
 
-The rules that tie fields to each other, or to the selector registry and the rest of verl's config, are checked by
-hand, once, by the driver (:func:`check_bots_config`, called by ``bots_verl.main.check_config``): the selector builds
-with these hyperparameters and reference columns, and ``bots.run_log.method`` describes the selector it labels. The
-trainer, in its Ray process, only reads the section (:func:`read_bots_config`).
+Hyperparameters: the yaml declares the paper's (``lam``, ``rho``, ``target``, ``evidence``, ``selection``, ``alpha0``,
+``beta0``; :data:`bots_verl.core.defaults.PAPER_BOTS`) under ``bots.hparams``, each ``null`` with the paper's value in
+its comment. ``null`` means "the selector's own default": :class:`BOTSConfig` drops a declared key left ``null``, so
+``bots.hparams`` holds only what the user set, and every selector runs with its own defaults for the rest
+(``bots.selector=mopps`` keeps ``rho = 0``; BOTS' values are never applied to another selector). Declared values rather
+than ``null`` could not tell "not set" from "set to the paper's value" (``mopps`` with an explicit ``rho=0.1`` would
+run silently with ``rho = 0``), and hydra's ``+bots.hparams.lam=...`` would stop working. A set key overrides
+(``bots.hparams.lam=0.3``, or with ``+`` as before); undeclared ones are added with ``+`` (``+bots.hparams.gamma=0.8``).
+The defaults a selector fills in are read from its registry entry's declared tables
+(:meth:`~bots_verl.core.selector_base.Selector.effective_hparams`; the paper's values come from
+:mod:`bots_verl.core.defaults`): :func:`effective_hparams` builds nothing.
 
-Everything here runs without Ray, TransferQueue or a GPU (the dry run, ``bots.dry_run=true``). The paper's
-hyperparameters live in :mod:`bots_verl.core.defaults`.
+The rules that tie fields to each other, or to the selector registry and the rest of verl's config, are checked by
+hand, once, by the driver (:func:`check_bots_config`, called by ``bots_verl.main.check_config``): the selector knows
+every hyperparameter name and accepts the values, reference columns and embeddings, and ``bots.run_log.method``
+describes the selector it labels. The trainer, in its Ray process, only reads the section (:func:`read_bots_config`).
+
+Everything here runs without Ray, TransferQueue or a GPU (the dry run, ``bots.dry_run=true``).
 """
 
 from __future__ import annotations
@@ -164,7 +175,8 @@ class BOTSConfig(BaseConfig):
 
     Attributes:
         selector: registered selector name (``bots_verl.core.SELECTORS``).
-        hparams: selector hyperparameters over the selector's defaults.
+        hparams: selector hyperparameters over the selector's defaults; a declared key (the yaml's, those of
+            :data:`~bots_verl.core.defaults.PAPER_BOTS`) left None is dropped: the selector's default applies.
         seed: seed of the selector's generator; None until :func:`read_bots_config` fills in ``data.seed``.
         reference_columns: reference pass-rate columns of the train parquet, weak -> strong.
         task_id_field: ``extra_info.<key>`` or a top-level column holding a stable unique task id.
@@ -179,7 +191,7 @@ class BOTSConfig(BaseConfig):
     """
 
     selector: str = defaults.SELECTOR
-    hparams: dict[str, Any] = field(default_factory=dict)
+    hparams: dict[str, Any] = field(default_factory=lambda: dict.fromkeys(defaults.PAPER_BOTS))
     seed: int | None = None
     reference_columns: list[str] = field(default_factory=list)
     task_id_field: str = "extra_info.index"
@@ -196,6 +208,9 @@ class BOTSConfig(BaseConfig):
             raise ValueError(
                 f"bots.selector={self.selector!r} is not a registered selector; known: {sorted(SELECTORS)}"
             )
+        # null in the yaml: the selector's own default (emptied in place: BaseConfig fields cannot be reassigned)
+        for key in [k for k in defaults.PAPER_BOTS if k in self.hparams and self.hparams[k] is None]:
+            del self.hparams[key]
         if self.seed is not None and self.seed < 0:
             raise ValueError(f"bots.seed (or data.seed) must be a non-negative integer, got {self.seed!r}")
         if not all(self.reference_columns):
@@ -260,8 +275,8 @@ def read_bots_config(config: DictConfig) -> BOTSConfig:
 def check_bots_config(config: DictConfig, bots: BOTSConfig) -> BOTSConfig:
     """The rules that tie ``bots:`` fields to each other and to verl's config; run once, by the driver.
 
-    - the selector builds with ``hparams``, the seed and as many reference columns as given (a 2-task dummy pool:
-      the name, every hyperparameter and the reference requirements of ``offline_easy2hard``, ``bots_noref``, ...);
+    - the selector knows every name in ``hparams`` (its declared tables, :func:`effective_hparams`), and accepts
+      their values, the seed and as many reference columns as given (:func:`_check_values`);
     - ``pass_rate_oracle`` has a ``truth_source`` that loads (nothing else gives it the truth in a verl run);
     - ``run_log.method``, when it names a method, describes exactly this selector and these hyperparameters
       (:func:`resolve_method_label`); when null it is derived.
@@ -278,15 +293,16 @@ def check_bots_config(config: DictConfig, bots: BOTSConfig) -> BOTSConfig:
     """
     refs = len(bots.reference_columns)
     try:
-        built = _dummy_selector(bots.selector, bots.hparams, refs, bots.selector_seed, bool(bots.task_embeddings))
+        effective = effective_hparams(bots.selector, bots.hparams)
+        _check_values(bots.selector, bots.hparams, refs, bots.selector_seed, bool(bots.task_embeddings))
     except (TypeError, ValueError) as exc:
         hint = " (set bots.reference_columns)" if not refs and "reference" in str(exc) else ""
         if not bots.task_embeddings and "embedding" in str(exc):
             hint = " (set bots.task_embeddings to the pool's embedding file: python -m reference_eval embed)"
         raise ValueError(f"bots.selector={bots.selector!r} with bots.hparams={bots.hparams}: {exc}{hint}") from exc
-    if isinstance(built, PassRateOracleSelector):
-        _check_truth_source(built.hparams["truth_source"])
-    method = resolve_method_label(bots.run_log.method, bots.selector, bots.hparams, refs, bots.selector_seed)
+    if issubclass(SELECTORS.lookup(bots.selector), PassRateOracleSelector):
+        _check_truth_source(effective["truth_source"])
+    method = resolve_method_label(bots.run_log.method, bots.selector, bots.hparams)
     return dataclasses.replace(bots, run_log=dataclasses.replace(bots.run_log, method=method))
 
 
@@ -310,14 +326,13 @@ def _check_truth_source(spec: str) -> None:
         raise ValueError(f"bots.hparams.{exc}: {need}") from exc
 
 
-def _dummy_selector(
-    selector: str, hparams: Mapping[str, Any], num_references: int, seed: int, embeddings: bool = True
-) -> Any:
-    """``selector`` built on a small pool with neutral reference columns: checks everything but the dataset.
+def _check_values(selector: str, hparams: Mapping[str, Any], num_references: int, seed: int, embeddings: bool) -> None:
+    """``selector`` built once on a stand-in pool with neutral reference columns, so that every check its constructor
+    makes (value ranges, the selection rule's parameters, what needs reference columns or task embeddings) runs
+    before Ray starts; the values themselves are checked where they are used, not restated here.
 
     With ``embeddings`` the pool has task embeddings too (``bots.task_embeddings``; one more task than ``graph_k``
-    neighbours), so that the hyperparameters of a selector that needs them can be listed; :func:`check_bots_config`
-    builds with the run's own setting.
+    neighbours).
     """
     size = 2
     extra: dict[str, Any] = {}
@@ -326,16 +341,17 @@ def _dummy_selector(
         size = max(size, k + 1) if isinstance(k, int) and not isinstance(k, bool) and 0 < k < 4096 else 17
         extra["task_embeddings"] = np.eye(size, dtype=np.float32) + 0.5
     dummy_ref = np.full((size, num_references), 0.5) if num_references else None
-    return build_selector(selector, size, reference_pass_rates=dummy_ref, seed=seed, **extra, **hparams)
+    build_selector(selector, size, reference_pass_rates=dummy_ref, seed=seed, **extra, **hparams)
 
 
-def effective_hparams(selector: str, hparams: Mapping[str, Any], num_references: int, seed: int = 0) -> dict[str, Any]:
-    """Every hyperparameter ``selector`` runs with: ``hparams`` over its defaults (and its evidence plug-in's).
+def effective_hparams(selector: str, hparams: Mapping[str, Any]) -> dict[str, Any]:
+    """Every hyperparameter ``selector`` runs with: ``hparams`` over its declared defaults (and its evidence plug-in's
+    and selection rule's), read from its registry entry without building it.
 
     Raises:
-        ValueError: for an unknown selector or hyperparameter.
+        ValueError: for an unknown selector, or a hyperparameter it does not know (named), retired or refuses.
     """
-    return dict(_dummy_selector(selector, hparams, num_references, seed).hparams)
+    return SELECTORS.lookup(selector).effective_hparams(hparams)
 
 
 def _differences(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
@@ -351,9 +367,7 @@ def _differences(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> dict
     return {k: (expected.get(k), actual.get(k)) for k in keys if not same(expected.get(k), actual.get(k))}
 
 
-def resolve_method_label(
-    label: str | None, selector: str, hparams: Mapping[str, Any], num_references: int, seed: int = 0
-) -> str:
+def resolve_method_label(label: str | None, selector: str, hparams: Mapping[str, Any]) -> str:
     """The ``method`` for ``meta.json``, checked against the selector and hyperparameters the run actually uses.
 
     A label with a meaning (:func:`bots_verl.runlog.method_spec`: the paper's methods, ``bots_rho<x>``,
@@ -366,19 +380,17 @@ def resolve_method_label(
         label: ``bots.run_log.method`` (None: derive it).
         selector: ``bots.selector``.
         hparams: ``bots.hparams`` as given.
-        num_references: how many reference columns the run has (some selectors need them).
-        seed: the selector seed (irrelevant to the hyperparameters; passed for the dummy build).
 
     Raises:
         ValueError: if a meaningful label disagrees with the config (the message lists the differences).
     """
-    actual = effective_hparams(selector, hparams, num_references, seed)
+    actual = effective_hparams(selector, hparams)
 
     def matches(spec: MethodSpec) -> dict[str, tuple[Any, Any]] | None:
         """None if ``spec`` describes this run, else its differences (``selector`` included)."""
         diff = {"selector": (spec.selector, selector)} if spec.selector != selector else {}
         if not diff:
-            diff = _differences(effective_hparams(spec.selector, spec.hparams, num_references, seed), actual)
+            diff = _differences(effective_hparams(spec.selector, spec.hparams), actual)
         return diff or None
 
     if label is None:
@@ -389,8 +401,8 @@ def resolve_method_label(
         for spec in candidates:
             if matches(spec) is None:
                 return spec.label
-        defaults = effective_hparams(selector, {}, num_references, seed)
-        changed = _differences(defaults, actual)
+        own_defaults = effective_hparams(selector, {})
+        changed = _differences(own_defaults, actual)
         return selector + "+" + ",".join(f"{k}={v[1]}" for k, v in changed.items())
     spec = method_spec(label)
     if spec is None and label in SELECTORS:

@@ -3,8 +3,8 @@
 Every module that states a BOTS default reads it here: the plain rules (:mod:`bots_verl.core.paper.paper_rules`), the
 selectors (:class:`~bots_verl.core.paper.bots_selectors.BetaPosteriorSelector`), the interpolation plug-in
 (:mod:`bots_verl.core.paper.implicit_evidence`), the selection rules, the run-log method labels
-(:mod:`bots_verl.runlog`), the ``bots:`` config section (:mod:`bots_verl.config.bots_config`) and the tables
-(``analysis/tables.py``). Standard library only.
+(:mod:`bots_verl.runlog`), the ``bots:`` config section (``bots_trainer.yaml`` shows :data:`PAPER_BOTS` in its
+comments; :mod:`bots_verl.config.bots_config`) and the tables (``analysis/tables.py``). Standard library only.
 """
 
 from __future__ import annotations
@@ -56,7 +56,16 @@ WARM_START_WEIGHT = 0.0
 #: Ours, not the paper's: where between the references the warm start places the policy (0: the weak one).
 WARM_START_MU = 0.0
 
-#: The hyperparameters that make a Beta selector the paper's BOTS (the ``bots`` method label).
+#: The hyperparameters that make a Beta selector the paper's BOTS (the ``bots`` method label); also the keys that
+#: ``bots_trainer.yaml`` declares under ``bots.hparams``, in its order, with these values in their comments.
 PAPER_BOTS: MappingProxyType[str, Any] = MappingProxyType(
-    {"lam": LAM, "rho": RHO, "target": TARGET, "selection": SELECTION, "evidence": EVIDENCE}
+    {
+        "lam": LAM,
+        "rho": RHO,
+        "target": TARGET,
+        "evidence": EVIDENCE,
+        "selection": SELECTION,
+        "alpha0": ALPHA0,
+        "beta0": BETA0,
+    }
 )

@@ -17,6 +17,7 @@ Adding a selector is one small class::
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -124,12 +125,10 @@ class Selector:
         if isinstance(num_tasks, bool) or not isinstance(num_tasks, int | np.integer) or num_tasks < 1:
             raise ValueError(f"num_tasks must be a positive integer, got {num_tasks!r}")
         self.num_tasks = int(num_tasks)
-        self._refuse(hparams)
+        base, self.hparams = self._resolve_hparams(hparams)
         columns = 0 if reference_pass_rates is None else (np.shape(reference_pass_rates)[1:] or (1,))[0]
         check_pool_fits(self.name, self.num_tasks, self.bytes_per_task(columns, hparams))
         self.seed = int(seed)
-        base, own, *extra = split_known_params(hparams, self._param_groups(hparams), self.NAMED_HPARAMS)
-        self.hparams = {**own, **{k: v for group in extra for k, v in group.items()}}
         embeddings = None if task_embeddings is None else check_embeddings(task_embeddings, self.num_tasks)
         self.reference: np.ndarray | None = None
         if reference_pass_rates is not None:
@@ -189,19 +188,42 @@ class Selector:
         needed = nan_policy == "neighbours" and missing_reference
         return [("reference_nan='neighbours' with missing reference values", needed)]
 
-    def _refuse(self, hparams: Mapping[str, Any]) -> None:
-        for key, message in self.RETIRED.items():
+    @classmethod
+    def effective_hparams(cls, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Every hyperparameter this selector runs with (``self.hparams`` once built): ``given`` over the declared
+        defaults, its own ``DEFAULTS`` and its parts' (a Beta selector's evidence plug-in and selection rule).
+
+        Read from the declared tables alone: nothing is built, so no pool, reference or value check is involved.
+        A copy: a caller that changes it (a mapping default such as ``truth_args``) cannot change the table.
+
+        Raises:
+            ValueError: for an unknown or retired name, or a value that contradicts a preset's defining setting.
+        """
+        return copy.deepcopy(cls._resolve_hparams(given)[1])
+
+    @classmethod
+    def _resolve_hparams(cls, given: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``(base, hparams)``: ``reference_nan`` and ``graph_k``, which every selector reads and none records, and
+        :meth:`effective_hparams`."""
+        cls._refuse(given)
+        base, own, *extra = split_known_params(given, cls._param_groups(given), cls.NAMED_HPARAMS)
+        return base, {**own, **{k: v for group in extra for k, v in group.items()}}
+
+    @classmethod
+    def _refuse(cls, hparams: Mapping[str, Any]) -> None:
+        for key, message in cls.RETIRED.items():
             if key in hparams:
-                raise ValueError(f"hyperparameter {key!r} of selector {self.name!r} was removed: {message}")
-        for key, value in self.FIXED.items():
+                raise ValueError(f"hyperparameter {key!r} of selector {cls.name!r} was removed: {message}")
+        for key, value in cls.FIXED.items():
             if key in hparams and hparams[key] != value:
                 raise ValueError(
-                    f"selector {self.name!r} is defined by {key}={value!r}; it refuses {key}={hparams[key]!r} "
+                    f"selector {cls.name!r} is defined by {key}={value!r}; it refuses {key}={hparams[key]!r} "
                     f"(for that variant use selector 'bots' with {key}={hparams[key]!r})"
                 )
 
-    def _param_groups(self, given: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-        return [("base", self._BASE_DEFAULTS), (self.name, self.DEFAULTS)]
+    @classmethod
+    def _param_groups(cls, given: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        return [("base", cls._BASE_DEFAULTS), (cls.name, cls.DEFAULTS)]
 
     # ----------------------------------------------------------------------------------------------- public API
     def select(self, batch_size: int) -> np.ndarray:

@@ -4,12 +4,15 @@ unknown keys naming them, derived defaults come from the rest of the config, and
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
+import yaml
 from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
-from bots_verl.config.bots_config import BOTSConfig, check_bots_config, read_bots_config
+from bots_verl.config import bots_config
+from bots_verl.config.bots_config import BOTSConfig, check_bots_config, effective_hparams, read_bots_config
 from bots_verl.core import SELECTORS, defaults
 from bots_verl.core.paper.paper_rules import PaperBOTS
 
@@ -116,3 +119,54 @@ def test_a_boolean_or_a_quoted_rate_is_refused_before_ray_naming_the_key(overrid
     with pytest.raises(ValueError) as refused:
         check_bots_config(config, read_bots_config(config))
     assert message in str(refused.value)
+
+
+def test_the_yaml_declares_the_paper_hyperparameters_with_the_values_of_core_defaults():
+    """Each declared key is null (the selector's default) and its comment ends with the paper's value, which must be
+    :data:`defaults.PAPER_BOTS`'s: the yaml and core/defaults.py cannot drift apart."""
+    yaml_path = Path(bots_config.__file__).with_name("bots_trainer.yaml")
+    lines = yaml_path.read_text().splitlines()
+    start = lines.index("  hparams:")
+    declared: dict[str, object] = {}
+    for i, line in enumerate(lines[start + 1 :], start + 1):
+        if line and not line.startswith("    "):
+            break
+        if line.startswith("    ") and not line.lstrip().startswith("#"):
+            key, value = line.strip().split(":", 1)
+            assert value.strip() == "null", line
+            comment = lines[i - 1].strip()
+            assert comment.startswith("#") and "; paper: " in comment, comment
+            declared[key] = yaml.safe_load(comment.rsplit("; paper: ", 1)[1])
+    assert list(declared) == list(defaults.PAPER_BOTS)
+    assert declared == dict(defaults.PAPER_BOTS)
+    assert OmegaConf.to_container(_config().bots.hparams) == dict.fromkeys(defaults.PAPER_BOTS)
+
+
+def test_null_means_each_selectors_own_default():
+    assert read_bots_config(_config()).hparams == {}  # nothing set: meta.json records hparams {} as before
+    for selector in ("bots", "mopps", "bots_warm", "random", "implicit_only"):
+        bots = read_bots_config(_config(f"bots.selector={selector}", "bots.reference_columns=[w,s]"))
+        assert bots.hparams == {}
+        assert check_bots_config(_config(), bots).run_log.method == selector
+    mopps = read_bots_config(_config("bots.selector=mopps"))
+    assert effective_hparams(mopps.selector, mopps.hparams)["rho"] == 0.0  # never BOTS' rho = 0.1
+
+
+@pytest.mark.parametrize("override", ["bots.hparams.lam=0.3", "+bots.hparams.lam=0.3", "++bots.hparams.lam=0.3"])
+def test_a_declared_key_is_set_with_or_without_plus(override):
+    bots = read_bots_config(_config("bots.selector=mopps", override))
+    assert bots.hparams == {"lam": 0.3}
+    assert effective_hparams(bots.selector, bots.hparams)["lam"] == 0.3
+    assert check_bots_config(_config(), bots).run_log.method == "mopps+lam=0.3"
+
+
+def test_undeclared_keys_are_added_and_unknown_ones_refused_naming_the_key():
+    added = read_bots_config(_config("+bots.hparams.gamma=0.8", "bots.reference_columns=[w,s]"))
+    assert added.hparams == {"gamma": 0.8}
+    assert check_bots_config(_config(), added).run_log.method == "bots+gamma=0.8"
+    for overrides, key in (
+        (("bots.selector=random", "bots.hparams.lam=0.3"), "lam"),
+        (("+bots.hparams.lamb=1",), "lamb"),
+    ):
+        with pytest.raises(ValueError, match=f"unknown hyperparameter '{key}'"):
+            check_bots_config(_config(), read_bots_config(_config(*overrides)))

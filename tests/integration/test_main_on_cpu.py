@@ -149,7 +149,7 @@ def test_dry_run_refuses_a_resume_whose_posterior_was_built_for_other_hparams_or
         reference_columns=columns,
         reference=None,
         selector="bots",
-        hparams=effective_hparams("bots", {}, 2),
+        hparams=effective_hparams("bots", {}),
     )
     save_bots_data_pt(ckpt / "global_step_2", 12, fingerprint)
     (ckpt / "latest_checkpointed_iteration.txt").write_text("2")

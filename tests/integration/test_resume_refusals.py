@@ -127,7 +127,7 @@ def _fingerprint(
     *, ids=IDS, prompts="p" * 64, columns=COLUMNS, reference=REF, selector="bots", hparams=None, pool=True
 ) -> dict:
     """A run's fingerprint as BOTSTrainer computes it (pool=False: the driver's, without the dataset)."""
-    hparams = effective_hparams(selector, hparams or {}, len(columns))
+    hparams = effective_hparams(selector, hparams or {})
     return run_fingerprint(
         task_ids=list(ids) if pool else None,
         prompts_sha256=prompts if pool else None,

@@ -114,9 +114,10 @@ class BetaPosteriorSelector(Selector):
         evidence = EVIDENCE.get(name, ImplicitEvidence) if isinstance(name, str) else ImplicitEvidence
         return [*super()._graph_users(hparams, missing_reference), (f"evidence={name!r}", evidence.needs_graph)]
 
-    def _param_groups(self, given: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-        evidence = EVIDENCE.lookup(given.get("evidence", self.DEFAULTS["evidence"]))
-        rule = self.RULES.lookup(given.get("selection", self.DEFAULTS["selection"]))
+    @classmethod
+    def _param_groups(cls, given: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        evidence = EVIDENCE.lookup(given.get("evidence", cls.DEFAULTS["evidence"]))
+        rule = cls.RULES.lookup(given.get("selection", cls.DEFAULTS["selection"]))
         return [
             *super()._param_groups(given),
             (f"evidence:{evidence.name}", evidence.DEFAULTS),

@@ -182,9 +182,7 @@ class BOTSTrainer(PPOTrainerSync):
             reference=reference,
             task_embeddings_sha256=None if embeddings is None else embeddings.sha256,
             selector=self.bots.selector,
-            hparams=effective_hparams(
-                self.bots.selector, self.bots.hparams, len(self.bots.reference_columns), self.bots.selector_seed
-            ),
+            hparams=effective_hparams(self.bots.selector, self.bots.hparams),
         )
 
     def _fetch_one_gen_batch(self):
