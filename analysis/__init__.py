@@ -1,7 +1,7 @@
 """Regenerate the paper's tables and figures from run logs (issues #7, #14).
 
 - :mod:`analysis.loader`: read runs (our run logs, the simulator's output, TensorBoard events, wandb CSV exports).
-- :mod:`analysis.metrics`: rollouts- and wall-clock-to-target on top of :mod:`bots_verl.core.metrics`.
+- :mod:`analysis.cost_metrics`: rollouts- and wall-clock-to-target on top of :mod:`bots_verl.core.metrics`.
 - :mod:`analysis.tables`: ``python -m analysis.tables`` (main table with both model sizes, ρ / λ / selection
   ablations, first/second places, overhead; markdown or LaTeX).
 - :mod:`analysis.places`, :mod:`analysis.overhead`: the place counts and the selection overhead share.

@@ -16,7 +16,7 @@ Only seeds that both have are paired; the others are listed, never silently mixe
   selector − baseline; needs the run logs;
 - ``Roll(100%)`` and ``Time(100%)``: rollouts and wall-clock seconds spent until the selector first reaches the
   baseline's best within the budget (its final best so far), over what the baseline spent to reach it
-  (:func:`analysis.metrics.cost_to_baseline`, the tables' Roll/Time); needs the run logs.
+  (:func:`analysis.cost_metrics.cost_to_baseline`, the tables' Roll/Time); needs the run logs.
 
 **A selector run shorter than the baseline's** (an arm stopped early because each of its steps costs several
 baseline steps of rollouts, e.g. dynamic sampling) is censored, not refused: TTB and Roll/Time keep the baseline's
@@ -77,7 +77,7 @@ import numpy as np
 
 from analysis import loader, reference_cost, render
 from analysis.loader import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC, LoadError, Run
-from analysis.metrics import Curve, cost_to_baseline
+from analysis.cost_metrics import Curve, cost_to_baseline
 from analysis.tables import cost_curve
 from bots_verl import runlog
 from bots_verl.core import metrics as core

@@ -37,7 +37,7 @@ import numpy as np
 
 from analysis import loader, overhead, places, render
 from analysis.loader import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC, LoadError, Run
-from analysis.metrics import Curve, cost_to_baseline
+from analysis.cost_metrics import Curve, cost_to_baseline
 from analysis.table_model import BASELINE, PAPER_LABELS, Column, Table, display, row_labeller, row_sort_key
 from bots_verl.core import defaults
 from bots_verl.core import metrics as core
@@ -164,7 +164,7 @@ def _group(
 
 
 def cost_curve(run: Run, metric: str) -> Curve:
-    """The run's per-step cost (``bots/rollouts`` or ``timing_s/step``) as a :class:`~analysis.metrics.Curve`.
+    """The run's per-step cost (``bots/rollouts`` or ``timing_s/step``) as a :class:`~analysis.cost_metrics.Curve`.
 
     Raises:
         LoadError: if the run never logged ``metric``, or a training step lacks it (naming the run and the steps).

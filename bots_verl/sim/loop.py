@@ -26,7 +26,7 @@ import numpy as np
 from bots_verl.core import Selector, effective_task_ratio
 from bots_verl.core.allocation import allocate_rollouts
 from bots_verl.runlog import RunWriter
-from bots_verl.sim.embeddings import labelled_reference, pool_embeddings
+from bots_verl.sim.pool_embeddings import labelled_reference, pool_embeddings
 from bots_verl.sim.methods import MethodSpec
 from bots_verl.sim.policy import Policy
 from bots_verl.sim.selector_registry import make_selector, wants_truth
@@ -79,7 +79,7 @@ class RunResult:
 
 def build_run_selector(world: World, spec: MethodSpec, seed: int) -> Selector:
     """The selector of one run: the pool's references (all, a labelled share, or none: ``spec.ref_fraction``) and
-    its task embeddings (:mod:`bots_verl.sim.embeddings`, drawn from the seed's stream 3)."""
+    its task embeddings (:mod:`bots_verl.sim.pool_embeddings`, drawn from the seed's stream 3)."""
     embeddings = pool_embeddings(world, stream(seed, 3))
     reference = labelled_reference(world.pool.reference, embeddings, spec.ref_fraction, spec.ref_labels, seed)
     return make_selector(
@@ -163,7 +163,7 @@ def run_method(
     alloc_cap = max(spec.alloc_floor, round(spec.alloc_max_factor * rollouts_per_task))
     gen_size = min(num_tasks, max(1, round(spec.dapo_gen_factor * batch_size))) if spec.dapo else batch_size
     rounds_max = spec.dapo_max_rounds if spec.dapo else 1
-    # the oracle's hook (bots_verl.sim.oracle): the true success probabilities before every select
+    # the oracle's hook (bots_verl.sim.oracle_selector): the true success probabilities before every select
     observe_truth = getattr(selector, "observe_truth", None) if wants_truth(selector) else None
     eval_steps, eval_acc = [0], [policy.eval_accuracy(rng_eval)]
     curves = {k: np.zeros(steps) for k in ("etr", "rollouts", "select_ms", "update_ms", "signal")}

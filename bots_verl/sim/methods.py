@@ -11,7 +11,7 @@ The keys ``dapo``, ``dapo_gen_factor`` and ``dapo_max_rounds`` configure DAPO dy
 and ``alloc``, ``alloc_floor``, ``alloc_max_factor`` the rollouts per task (``alloc=posterior``: the step's ``B * n``
 rollouts split by the selector's posterior, :mod:`bots_verl.core.allocation`); ``ref_fraction`` and ``ref_labels``
 the reference columns the selector is given (a labelled share of the pool, chosen ``uniform`` or ``spread``,
-:mod:`bots_verl.sim.embeddings`; 0: none). They are not passed to the selector. Every other key is a selector
+:mod:`bots_verl.sim.pool_embeddings`; 0: none). They are not passed to the selector. Every other key is a selector
 hyperparameter::
 
     bots+alloc=bots:alloc=posterior    # BOTS' selection, rollouts allocated by its posterior (floor 2, cap 4n)

@@ -40,7 +40,7 @@ from bots_verl import runlog
 from bots_verl.fileio import LockError, OutputLock, describe_holder, lock_holder, markdown_table, write_json_atomic
 from bots_verl.toy.evaluate import EXACT_METRIC, POOL_METRIC, checkpoint_steps, evaluate_checkpoints
 from bots_verl.verl_cpu.cluster import SharedRayCluster
-from bots_verl.verl_cpu.hooks import TRAIN_THREADS_ENV
+from bots_verl.verl_cpu.verl_registrations import TRAIN_THREADS_ENV
 from bots_verl.verl_cpu.launch import MIN_RAY_CPUS
 from bots_verl.verl_cpu.smoke import ENV as TRAINING_ENV
 
@@ -57,7 +57,7 @@ _DYNAMIC_SAMPLING = ("algorithm.filter_groups.enable=true", "algorithm.filter_gr
 
 # the oracle's truth source reads the run's own pool, temperature and response budget (hydra resolves the references)
 _ORACLE = (
-    "+bots.hparams.truth_source=bots_verl.toy.oracle:RolloutServerTruth",
+    "+bots.hparams.truth_source=bots_verl.toy.rollout_truth:RolloutServerTruth",
     "+bots.hparams.truth_args={data:${data.train_files},temperature:${actor_rollout_ref.rollout.temperature},"
     "response_length:${data.max_response_length}}",
 )
@@ -83,7 +83,7 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     # ours (issue 24): the warm start with each step's rollouts split by its posterior (bots_verl/core/allocation.py)
     "bots_warm_alloc": ("bots_warm", ("bots.rollout_allocation.mode=posterior",)),
     # the ceiling (issue 38, item 1): every step the B tasks nearest p* = 0.5 of the true pass rates, computed exactly
-    # on the rollout server's weights (those that generate the step's rollouts; bots_verl/toy/oracle.py)
+    # on the rollout server's weights (those that generate the step's rollouts; bots_verl/toy/rollout_truth.py)
     "oracle": ("pass_rate_oracle", _ORACLE),
     # issue 36: paper BOTS with reference columns on 10% / 5% of the pool (labelled by toy.similarity.LABEL_BY), the
     # NaN rows imputed from their labelled neighbours in the policy's step-0 embedding space (bots_partial_ref)
@@ -99,7 +99,7 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "bots_warm_expected": ("bots_warm", ("+bots.hparams.selection=expected_distance",)),
 }
 
-#: issue 36's arms -> the labelled subset (bots_verl.toy.similarity.LABELLED_SUBSETS) whose reference columns they read
+#: issue 36's arms -> the labelled subset (bots_verl.toy.similarity_inputs.LABELLED_SUBSETS) whose reference columns they read
 #: (None: none); they train on the build's task embeddings and, with a subset, on its train_labelled.parquet
 LABELLED_ARMS: dict[str, str | None] = {"bots_ref10": "ref10", "bots_ref5": "ref5", "bots_noref": None}
 #: arms that read every reference column and the build's task embeddings (the task graph) too

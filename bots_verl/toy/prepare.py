@@ -48,7 +48,7 @@ import numpy as np
 
 from bots_verl.fileio import markdown_table, write_json_atomic, write_table_atomic
 from bots_verl.toy.model import ModelSpec
-from bots_verl.toy.similarity import build_similarity_inputs, manifest_artifacts
+from bots_verl.toy.similarity_inputs import build_similarity_inputs, manifest_artifacts
 from bots_verl.toy.tasks import ALL_CELLS, Cell
 from bots_verl.toy.warmup import WarmupSpec
 
@@ -220,7 +220,7 @@ def _cpu_seconds() -> float:
 
 
 def _stage_data(out: Path, profile: Profile, seed: int, stage: _Stage) -> dict[str, Any]:
-    from bots_verl.toy.data import build_split, write_split
+    from bots_verl.toy.splits import build_split, write_split
 
     settings = profile.data_settings(seed)
     meta_path = out / "data.json"
@@ -444,7 +444,7 @@ def _stage_references(out: Path, profile: Profile, seed: int, jobs: int, stage: 
 
 def _stage_similarity(out: Path, profile: Profile, seed: int, stage: _Stage) -> dict[str, Any]:
     """Issue 36's inputs: the policy's task embeddings and the labelled-subset reference columns
-    (:mod:`bots_verl.toy.similarity`)."""
+    (:mod:`bots_verl.toy.similarity_inputs`)."""
     if (out / "similarity.json").is_file():
         stage.skipped = True
     try:

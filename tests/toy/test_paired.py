@@ -12,7 +12,7 @@ import pytest
 
 from analysis import paired
 from analysis.loader import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC, LoadError
-from analysis.metrics import Curve
+from analysis.cost_metrics import Curve
 from bots_verl.runlog import RunWriter
 
 RESULTS = Path(__file__).resolve().parents[2] / "recipes" / "toy" / "results"

@@ -203,7 +203,7 @@ def test_a_changed_train_file_rebuilds_the_labelled_columns(built, tmp_path) -> 
     import numpy as np
     import pyarrow as pa
 
-    from bots_verl.toy.similarity import LABELLED_FILE, build_similarity_inputs, labelled_column
+    from bots_verl.toy.similarity_inputs import LABELLED_FILE, build_similarity_inputs, labelled_column
 
     copy = tmp_path / "changed"
     shutil.copytree(built, copy)

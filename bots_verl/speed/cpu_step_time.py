@@ -1,6 +1,6 @@
 """Step time and start-up of real BOTS training on the CPU backend (verl's trainer, the addition task).
 
-Run as ``python -m bots_verl.benchmarks.cpu_step_time [--prompts 8 --n 4 --response-length 16 --steps 12 --warmup 2]``.
+Run as ``python -m bots_verl.speed.cpu_step_time [--prompts 8 --n 4 --response-length 16 --steps 12 --warmup 2]``.
 It builds the toy model and data in a temporary directory, launches ``python -m bots_verl.main trainer.device=cpu ...``
 (the command a user runs), watches the run's ``metrics.jsonl`` as lines arrive and prints:
 
@@ -253,7 +253,7 @@ def _floor(model_dir: str, args: argparse.Namespace) -> _Floor:
     import torch
 
     from bots_verl.verl_cpu.addition_task import prompt_length
-    from bots_verl.verl_cpu.hooks import training_threads
+    from bots_verl.verl_cpu.verl_registrations import training_threads
     from bots_verl.verl_cpu.launch import env_vars
     from bots_verl.verl_cpu.plain_grpo import time_plain_step
 

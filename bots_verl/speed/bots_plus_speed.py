@@ -1,6 +1,6 @@
 """Benchmark: ms per step (select + update) of ``bots_plus`` next to the paper's ``bots``.
 
-Run ``python -m bots_verl.benchmarks.bots_plus_speed`` (options: ``--pools``, ``--batch``, ``--repeats``, ``--rounds``,
+Run ``python -m bots_verl.speed.bots_plus_speed`` (options: ``--pools``, ``--batch``, ``--repeats``, ``--rounds``,
 ``--columns``). The two selectors are timed alternately, round by round, so that load from other processes hits both
 alike; the table gives the median over rounds and the ratio ``bots_plus / bots`` (our budget: at most 2x).
 """
@@ -11,7 +11,7 @@ import argparse
 
 import numpy as np
 
-from bots_verl.benchmarks.selector_speed import time_steps
+from bots_verl.speed.selector_speed import time_steps
 from bots_verl.core import build_selector
 
 
