@@ -76,8 +76,8 @@ from typing import Any
 import numpy as np
 
 from analysis import loader, reference_cost, render
-from analysis.loader import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC, LoadError, Run
 from analysis.cost_metrics import Curve, cost_to_baseline
+from analysis.loader import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC, LoadError, Run
 from analysis.tables import cost_curve
 from bots_verl import runlog
 from bots_verl.core import metrics as core

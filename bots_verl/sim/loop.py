@@ -26,9 +26,9 @@ import numpy as np
 from bots_verl.core import Selector, effective_task_ratio
 from bots_verl.core.allocation import allocate_rollouts
 from bots_verl.runlog import RunWriter
-from bots_verl.sim.pool_embeddings import labelled_reference, pool_embeddings
 from bots_verl.sim.methods import MethodSpec
 from bots_verl.sim.policy import Policy
+from bots_verl.sim.pool_embeddings import labelled_reference, pool_embeddings
 from bots_verl.sim.selector_registry import make_selector, wants_truth
 from bots_verl.sim.world import World
 

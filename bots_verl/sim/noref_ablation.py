@@ -19,10 +19,10 @@ import numpy as np
 
 from bots_verl.core.similarity import TaskGraph, choose_labelled, impute_reference
 from bots_verl.fileio import markdown_table
-from bots_verl.sim.pool_embeddings import pool_embeddings
 from bots_verl.sim.experiment import run_experiment
 from bots_verl.sim.loop import stream
 from bots_verl.sim.methods import parse_method
+from bots_verl.sim.pool_embeddings import pool_embeddings
 from bots_verl.sim.saving_share import format_share, share_table
 from bots_verl.sim.scenario import get_scenario
 from bots_verl.sim.world import build_world

@@ -11,8 +11,8 @@ import argparse
 
 import numpy as np
 
-from bots_verl.speed.selector_speed import time_steps
 from bots_verl.core import build_selector
+from bots_verl.speed.selector_speed import time_steps
 
 
 def main() -> None:

@@ -253,9 +253,9 @@ def _floor(model_dir: str, args: argparse.Namespace) -> _Floor:
     import torch
 
     from bots_verl.verl_cpu.addition_task import prompt_length
-    from bots_verl.verl_cpu.verl_registrations import training_threads
     from bots_verl.verl_cpu.launch import env_vars
     from bots_verl.verl_cpu.plain_grpo import time_plain_step
+    from bots_verl.verl_cpu.verl_registrations import training_threads
 
     threads = training_threads() or int(env_vars()["BOTS_TRAIN_THREADS"])
     previous = torch.get_num_threads()

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bots_verl.speed.selector_speed import time_steps
 from bots_verl.core import Selector, build_selector
 from bots_verl.core.similarity import choose_labelled, impute_reference
 from bots_verl.fileio import markdown_table, write_text_atomic
+from bots_verl.speed.selector_speed import time_steps
 
 logger = logging.getLogger(__name__)
 

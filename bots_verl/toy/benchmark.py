@@ -40,9 +40,9 @@ from bots_verl import runlog
 from bots_verl.fileio import LockError, OutputLock, describe_holder, lock_holder, markdown_table, write_json_atomic
 from bots_verl.toy.evaluate import EXACT_METRIC, POOL_METRIC, checkpoint_steps, evaluate_checkpoints
 from bots_verl.verl_cpu.cluster import SharedRayCluster
-from bots_verl.verl_cpu.verl_registrations import TRAIN_THREADS_ENV
 from bots_verl.verl_cpu.launch import MIN_RAY_CPUS
 from bots_verl.verl_cpu.smoke import ENV as TRAINING_ENV
+from bots_verl.verl_cpu.verl_registrations import TRAIN_THREADS_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +99,8 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "bots_warm_expected": ("bots_warm", ("+bots.hparams.selection=expected_distance",)),
 }
 
-#: issue 36's arms -> the labelled subset (bots_verl.toy.similarity_inputs.LABELLED_SUBSETS) whose reference columns they read
+#: issue 36's arms -> the labelled subset (bots_verl.toy.similarity_inputs.LABELLED_SUBSETS) whose reference columns
+#: they read
 #: (None: none); they train on the build's task embeddings and, with a subset, on its train_labelled.parquet
 LABELLED_ARMS: dict[str, str | None] = {"bots_ref10": "ref10", "bots_ref5": "ref5", "bots_noref": None}
 #: arms that read every reference column and the build's task embeddings (the task graph) too

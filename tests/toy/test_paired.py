@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from analysis import paired
-from analysis.loader import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC, LoadError
 from analysis.cost_metrics import Curve
+from analysis.loader import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC, LoadError
 from bots_verl.runlog import RunWriter
 
 RESULTS = Path(__file__).resolve().parents[2] / "recipes" / "toy" / "results"
