@@ -56,7 +56,7 @@ from bots_verl.rewards.sandbox import (
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
 
-__all__ = ["RunResult", "compute_score", "outputs_match", "parse_tests", "run_program"]
+__all__ = ["ProgramResult", "compute_score", "outputs_match", "parse_tests", "run_program"]
 
 # One limit per answer, for all of its tests together (verl's prime_code runner allows 5-10 s per test; GURU keeps at
 # most 8 tests per problem).
@@ -71,7 +71,7 @@ _MAX_RESULT_NODES = 200_000
 
 
 @dataclass(frozen=True)
-class RunResult:
+class ProgramResult:
     """Outcome of one program run (:func:`run_program`).
 
     Attributes:
@@ -344,19 +344,19 @@ def _score_local(code: str, plan: _Plan, prefix: str, timeout_s: float, memory_m
 
 
 # ------------------------------------------------------------------------------------------------- SandboxFusion
-def _run_sandbox(source: str, stdin: str, timeout_s: float, memory_mb: int, url: str) -> RunResult:
+def _run_sandbox(source: str, stdin: str, timeout_s: float, memory_mb: int, url: str) -> ProgramResult:
     from verl.utils.reward_score.sandbox_fusion.utils import call_sandbox_api
 
     timeout = max(1, math.ceil(timeout_s))
     response, error = call_sandbox_api(url, source, stdin, timeout, timeout, memory_mb, "python")
     if response is None:
         logger.warning("sandbox call failed: %s", error)
-        return RunResult("sandbox")
+        return ProgramResult("sandbox")
     run = response.get("run_result") or {}
     if run.get("status") == "TimeLimitExceeded":
-        return RunResult("timeout")
+        return ProgramResult("timeout")
     ok = response.get("status") == "Success" and run.get("status") == "Finished" and run.get("return_code") == 0
-    return RunResult("ok" if ok else "error", run.get("stdout") or "")
+    return ProgramResult("ok" if ok else "error", run.get("stdout") or "")
 
 
 _REMOTE_CALLS = """
@@ -449,7 +449,7 @@ def run_program(
     memory_mb: int = DEFAULT_MEMORY_MB,
     sandbox_fusion_url: str | None = None,
     isolation: str | None = None,
-) -> RunResult:
+) -> ProgramResult:
     """Run a Python program once, isolated, under time and memory limits.
 
     Args:
@@ -461,7 +461,7 @@ def run_program(
         isolation: ``bwrap`` (default) or ``none`` (see :mod:`bots_verl.rewards.sandbox`).
 
     Returns:
-        A :class:`RunResult`.
+        A :class:`ProgramResult`.
 
     Raises:
         SandboxUnavailableError: local isolation was asked for but does not work here.
@@ -477,18 +477,18 @@ def run_program(
         try:
             failure = _load(box, source, "", deadline)
             if failure:
-                return RunResult("error")
+                return ProgramResult("error")
             box.channel.send({"stdin": stdin}, deadline)
             reply = _recv_run(box, deadline, limits)
         except DeadlineExceeded:
-            return RunResult("timeout")
+            return ProgramResult("timeout")
         except ChannelClosed:
-            return RunResult("error")
+            return ProgramResult("error")
         finally:
             box.close()
     status = _run_status(reply, "")
     stdout = reply["stdout"] if isinstance(reply, dict) and isinstance(reply.get("stdout"), str) else ""
-    return RunResult("ok" if status in ("ok", "wrong_answer") else status, stdout)
+    return ProgramResult("ok" if status in ("ok", "wrong_answer") else status, stdout)
 
 
 def compute_score(

@@ -36,7 +36,7 @@ Dependencies: numpy, plus matplotlib (plots) and tqdm (progress bar); no torch, 
 from bots_verl.sim import ablation_selectors as _ablation_selectors  # noqa: F401
 from bots_verl.sim.experiment import ExperimentResult, run_experiment
 from bots_verl.sim.loop import RunResult, acc_metric, run_method
-from bots_verl.sim.methods import MethodSpec, parse_method
+from bots_verl.sim.methods import SimMethod, parse_method
 from bots_verl.sim.oracle_selector import OracleSelector
 from bots_verl.sim.policy import Policy
 from bots_verl.sim.scenario import PRESETS, ScenarioConfig, get_scenario
@@ -47,7 +47,7 @@ __all__ = [
     "PRESETS",
     "SIM_SELECTORS",
     "ExperimentResult",
-    "MethodSpec",
+    "SimMethod",
     "OracleSelector",
     "Policy",
     "RunResult",

@@ -26,7 +26,7 @@ import numpy as np
 from bots_verl.core import Selector, effective_task_ratio
 from bots_verl.core.allocation import allocate_rollouts
 from bots_verl.runlog import RunWriter
-from bots_verl.sim.methods import MethodSpec
+from bots_verl.sim.methods import SimMethod
 from bots_verl.sim.policy import Policy
 from bots_verl.sim.pool_embeddings import labelled_reference, pool_embeddings
 from bots_verl.sim.selector_registry import make_selector, wants_truth
@@ -77,7 +77,7 @@ class RunResult:
     run_dir: Path | None = None
 
 
-def build_run_selector(world: World, spec: MethodSpec, seed: int) -> Selector:
+def build_run_selector(world: World, spec: SimMethod, seed: int) -> Selector:
     """The selector of one run: the pool's references (all, a labelled share, or none: ``spec.ref_fraction``) and
     its task embeddings (:mod:`bots_verl.sim.pool_embeddings`, drawn from the seed's stream 3)."""
     embeddings = pool_embeddings(world, stream(seed, 3))
@@ -104,7 +104,7 @@ def _merge(
 
 def run_method(
     world: World,
-    spec: MethodSpec,
+    spec: SimMethod,
     seed: int,
     *,
     steps: int,

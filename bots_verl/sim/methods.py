@@ -30,7 +30,7 @@ from bots_verl.core.similarity import LABELLING_METHODS
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ALLOCATIONS", "LOOP_KEYS", "MethodSpec", "parse_method", "parse_value"]
+__all__ = ["ALLOCATIONS", "LOOP_KEYS", "SimMethod", "parse_method", "parse_value"]
 
 # Keys of a method spec consumed by the simulator loop, with their defaults.
 LOOP_KEYS: dict[str, Any] = {
@@ -48,7 +48,7 @@ _LABEL = re.compile(r"^[A-Za-z0-9_.+\-]+$")
 
 
 @dataclass(frozen=True)
-class MethodSpec:
+class SimMethod:
     """One method of a comparison.
 
     Attributes:
@@ -103,10 +103,10 @@ class MethodSpec:
         if self.alloc != "uniform" and self.dapo:
             raise ValueError(f"method {self.label!r}: alloc={self.alloc} and dapo=true do not combine")
 
-    def with_args(self, **args: Any) -> MethodSpec:
+    def with_args(self, **args: Any) -> SimMethod:
         """A copy with more hyperparameters (loop keys are routed to their fields)."""
         loop = {k: args.pop(k) for k in list(args) if k in LOOP_KEYS}
-        return MethodSpec(
+        return SimMethod(
             self.label, self.selector, {**self.hparams, **args}, **{**self._loop_fields(), **_coerce_loop(loop)}
         )
 
@@ -166,7 +166,7 @@ def _coerce_loop(loop: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def parse_method(text: str) -> MethodSpec:
+def parse_method(text: str) -> SimMethod:
     """Parse ``[label=]selector[:k=v,...]`` (see the module docstring).
 
     Raises:
@@ -180,4 +180,4 @@ def parse_method(text: str) -> MethodSpec:
     label, selector = label.strip(), selector.strip()
     if not selector:
         raise ValueError(f"method spec {text!r} names no selector")
-    return MethodSpec(label, selector).with_args(**parse_args_list(args))
+    return SimMethod(label, selector).with_args(**parse_args_list(args))

@@ -54,7 +54,7 @@ from bots_verl.toy.warmup import WarmupSpec
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PROFILES", "Profile", "PrepareError", "main", "prepare"]
+__all__ = ["BUILD_PROFILES", "BuildProfile", "PrepareError", "main", "prepare"]
 
 WEAK_COLUMN = "toy_weak_pass_rate"
 STRONG_COLUMN = "toy_strong_pass_rate"
@@ -73,7 +73,7 @@ def _by_max_digits(weights: Mapping[int, float]) -> dict[str, float]:
 
 
 @dataclass(frozen=True)
-class Profile:
+class BuildProfile:
     """Sizes and settings of one build.
 
     Attributes:
@@ -132,8 +132,8 @@ _STRONG_SKEW = _by_max_digits({1: 2.0, 2: 6.0, 3: 4.0, 4: 0.5})
 _HELDOUT_CELLS = ("add2x2", "sub2x2", "add2x1", "add1x2", "sub2x1", "sub1x2", "mul2x1", "mul1x2")
 _CI_MODEL = ModelSpec(hidden=32, layers=2, heads=2, intermediate=64)
 
-PROFILES: dict[str, Profile] = {
-    "full": Profile(
+BUILD_PROFILES: dict[str, BuildProfile] = {
+    "full": BuildProfile(
         name="full",
         pool_per_cell={1: 80, 2: 80, 3: 48, 4: 32},
         heldout_cells=_HELDOUT_CELLS,
@@ -150,7 +150,7 @@ PROFILES: dict[str, Profile] = {
     # that the policy starts where selection matters (pool mean and mixed groups near the full policy's; probes in
     # recipes/toy/results/calibration.md, "quick profile"). The old 150-step policy started at pool mean 0.013 on a
     # pool of 16 tasks in every cell (75% of them 3- and 4-digit): nothing for a selector to find.
-    "quick": Profile(
+    "quick": BuildProfile(
         name="quick",
         pool_per_cell={1: 25, 2: 25, 3: 15, 4: 10},
         heldout_cells=_HELDOUT_CELLS,
@@ -160,7 +160,7 @@ PROFILES: dict[str, Profile] = {
         strong=WarmupSpec(model=_POLICY_MODEL, mixture=_STRONG_SKEW, steps=700, batch_size=64, lr=3e-3),
         reference_n=8,
     ),
-    "ci": Profile(
+    "ci": BuildProfile(
         name="ci",
         pool_per_cell={1: 2, 2: 2, 3: 2, 4: 2},
         heldout_cells=_HELDOUT_CELLS,
@@ -219,7 +219,7 @@ def _cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def _stage_data(out: Path, profile: Profile, seed: int, stage: _Stage) -> dict[str, Any]:
+def _stage_data(out: Path, profile: BuildProfile, seed: int, stage: _Stage) -> dict[str, Any]:
     from bots_verl.toy.splits import build_split, write_split
 
     settings = profile.data_settings(seed)
@@ -386,7 +386,7 @@ def _reference_eval(commands: Mapping[str, list[str]], cwd: Path, jobs: int) -> 
         raise PrepareError(f"reference_eval {failed} failed; see {logs}; log tails: {json.dumps(tails, indent=1)}")
 
 
-def _collect_args(profile: Profile, seed: int, role: str) -> list[str]:
+def _collect_args(profile: BuildProfile, seed: int, role: str) -> list[str]:
     return [
         "collect",
         "--backend",
@@ -413,7 +413,7 @@ def _collect_args(profile: Profile, seed: int, role: str) -> list[str]:
     ]
 
 
-def _stage_references(out: Path, profile: Profile, seed: int, jobs: int, stage: _Stage) -> dict[str, Any]:
+def _stage_references(out: Path, profile: BuildProfile, seed: int, jobs: int, stage: _Stage) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     train = out / "train.parquet"
@@ -442,7 +442,7 @@ def _stage_references(out: Path, profile: Profile, seed: int, jobs: int, stage: 
     return reports
 
 
-def _stage_similarity(out: Path, profile: Profile, seed: int, stage: _Stage) -> dict[str, Any]:
+def _stage_similarity(out: Path, profile: BuildProfile, seed: int, stage: _Stage) -> dict[str, Any]:
     """Issue 36's inputs: the policy's task embeddings and the labelled-subset reference columns
     (:mod:`bots_verl.toy.similarity_inputs`)."""
     if (out / "similarity.json").is_file():
@@ -573,7 +573,7 @@ def shipped_artifacts(profile: str, seed: int) -> Path | None:
 def prepare(
     out_dir: str | os.PathLike,
     seed: int = 0,
-    profile: str | Profile = "full",
+    profile: str | BuildProfile = "full",
     jobs: int = 2,
     policies: int = 1,
     calibrate: bool = True,
@@ -584,7 +584,7 @@ def prepare(
     Args:
         out_dir: the artifact directory.
         seed: the benchmark seed: fixes the data and every warm-up (initial weights and data order).
-        profile: a :data:`PROFILES` name or a :class:`Profile`.
+        profile: a :data:`BUILD_PROFILES` name or a :class:`BuildProfile`.
         jobs: warm-ups and reference collections run at a time (one thread each).
         policies: separately warmed-up policies (``models/policy`` plus ``models/policy_p1`` ...); training seed
             ``s`` uses policy ``s % policies``.
@@ -594,7 +594,7 @@ def prepare(
     Raises:
         PrepareError: conflicting existing artifacts or a failed stage.
     """
-    prof = PROFILES[profile] if isinstance(profile, str) else profile
+    prof = BUILD_PROFILES[profile] if isinstance(profile, str) else profile
     if jobs < 1 or policies < 1:
         raise PrepareError(f"--jobs and --policies must be >= 1, got {jobs} and {policies}")
     out = Path(out_dir)
@@ -641,7 +641,7 @@ def prepare(
     return manifest
 
 
-def _dry_run(prof: Profile, out: Path, seed: int, jobs: int, policies: int, calibration: bool) -> int:
+def _dry_run(prof: BuildProfile, out: Path, seed: int, jobs: int, policies: int, calibration: bool) -> int:
     """``--dry-run`` (``DRY_RUN=1 bash recipes/toy/prepare.sh``): check the settings, print the plan; 0 if valid."""
     for name, value in (("jobs", jobs), ("policies", policies)):
         if value < 1:
@@ -667,7 +667,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bots_verl.toy.prepare", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="artifact directory (a rerun resumes it)")
     parser.add_argument("--seed", type=int, default=0, help="benchmark seed (data, initial weights, data order)")
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="full", help="sizes: full, quick or ci")
+    parser.add_argument("--profile", choices=sorted(BUILD_PROFILES), default="full", help="sizes: full, quick or ci")
     parser.add_argument("--quick", action="store_true", help="shorthand for --profile quick")
     parser.add_argument("--jobs", type=int, default=2, help="warm-ups / reference collections at a time")
     parser.add_argument("--policies", type=int, default=1, help="separately warmed-up policies (seed s uses s %% K)")
@@ -679,7 +679,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     profile = "quick" if args.quick else args.profile
     if args.dry_run:
-        return _dry_run(PROFILES[profile], Path(args.out), args.seed, args.jobs, args.policies, not args.no_calibration)
+        return _dry_run(
+            BUILD_PROFILES[profile], Path(args.out), args.seed, args.jobs, args.policies, not args.no_calibration
+        )
     try:
         manifest = prepare(
             args.out,
