@@ -32,10 +32,18 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import loader
-from analysis.loader import ETR_METRIC, LoadError, Run
+from analysis.loader import LoadError, Run
 from analysis.table_model import display, row_labeller, row_sort_key
 from analysis.tables import ablation_rows, select_methods
 from bots_verl.core import metrics as core
+from bots_verl.runlog import (
+    AUC_METRIC,
+    BIAS_METRIC,
+    ETR_METRIC,
+    OBSERVED_P_METRIC,
+    PEARSON_METRIC,
+    SAMPLED_P_METRIC,
+)
 
 __all__ = [
     "FIGURES",
@@ -49,13 +57,6 @@ __all__ = [
     "save_all",
 ]
 
-#: Per-step estimator quality (the interpolation plug-in against the trained batch's pass rates).
-PEARSON_METRIC = "bots/estimator/pearson"
-AUC_METRIC = "bots/estimator/auc"
-#: Per-step selection diagnostics: mean Thompson-sampled p of the selected tasks, their observed pass rate, the gap.
-SAMPLED_P_METRIC = "bots/selection/sampled_p_mean"
-OBSERVED_P_METRIC = "bots/selection/observed_p_mean"
-BIAS_METRIC = "bots/selection/sampled_p_bias"
 #: The simulator's true success probability of the selected tasks (the first one logged is used).
 TRUE_P_METRICS = ("sim/true_p_mean", "sim/batch_true_p_mean")
 #: Figure kinds, in drawing order.

@@ -12,7 +12,7 @@ Only seeds that both have are paired; the others are listed, never silently mixe
 - ``mean gain Δ``: the area under the gain curve (accuracy minus the accuracy at the first evaluation, step 0),
   trapezoid over the evaluated steps, divided by the steps spanned: the mean gain over training; selector − baseline;
 - ``final gain Δ``: the gain at the last evaluation, selector − baseline;
-- ``ETR Δ``: the mean per-step effective task ratio (:data:`analysis.loader.ETR_METRIC`, the tables' ETR),
+- ``ETR Δ``: the mean per-step effective task ratio (:data:`bots_verl.runlog.ETR_METRIC`, the tables' ETR),
   selector − baseline; needs the run logs;
 - ``Roll(100%)`` and ``Time(100%)``: rollouts and wall-clock seconds spent until the selector first reaches the
   baseline's best within the budget (its final best so far), over what the baseline spent to reach it
@@ -77,10 +77,11 @@ import numpy as np
 
 from analysis import loader, reference_cost, render
 from analysis.cost_metrics import Curve, cost_to_baseline
-from analysis.loader import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC, LoadError, Run
+from analysis.loader import LoadError, Run
 from analysis.tables import cost_curve
 from bots_verl import runlog
 from bots_verl.core import metrics as core
+from bots_verl.runlog import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC
 
 __all__ = [
     "BASELINE",

@@ -32,8 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.loader import ROLLOUTS_METRIC, LoadError, Run
+from analysis.loader import LoadError, Run
 from bots_verl import runlog
+from bots_verl.runlog import ROLLOUTS_METRIC
 
 logger = logging.getLogger(__name__)
 

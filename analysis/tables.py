@@ -37,10 +37,11 @@ import numpy as np
 
 from analysis import loader, overhead, places, render
 from analysis.cost_metrics import Curve, cost_to_baseline
-from analysis.loader import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC, LoadError, Run
+from analysis.loader import LoadError, Run
 from analysis.table_model import BASELINE, PAPER_LABELS, Column, Table, display, row_labeller, row_sort_key
 from bots_verl.core import defaults
 from bots_verl.core import metrics as core
+from bots_verl.runlog import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC
 
 __all__ = [
     "ABLATION_PARAMS",

@@ -25,7 +25,7 @@ import numpy as np
 
 from bots_verl.core import Selector, effective_task_ratio
 from bots_verl.core.allocation import allocate_rollouts
-from bots_verl.runlog import RunWriter
+from bots_verl.runlog import ETR_METRIC, ROLLOUTS_METRIC, SELECT_MS_METRIC, UPDATE_MS_METRIC, RunWriter
 from bots_verl.sim.methods import SimMethod
 from bots_verl.sim.policy import Policy
 from bots_verl.sim.pool_embeddings import labelled_reference, pool_embeddings
@@ -230,10 +230,10 @@ def run_method(
                 data = {f"bots/{k}": v for k, v in selector.stats().items()}
                 data.update(
                     {
-                        "bots/batch/effective_task_ratio": row["etr"],
-                        "bots/rollouts": row["rollouts"],
-                        "bots/select_ms": row["select_ms"],
-                        "bots/update_ms": row["update_ms"],
+                        ETR_METRIC: row["etr"],
+                        ROLLOUTS_METRIC: row["rollouts"],
+                        SELECT_MS_METRIC: row["select_ms"],
+                        UPDATE_MS_METRIC: row["update_ms"],
                         "sim/train_signal": signal,
                         "sim/trained_groups": float(tr_idx.size),
                         "sim/group_size_max": float(all_n.max()),

@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["ALLOCATIONS", "LOOP_KEYS", "SimMethod", "parse_method", "parse_value"]
 
-# Keys of a method spec consumed by the simulator loop, with their defaults.
+# Keys of a method spec consumed by the simulator loop, with their defaults (whose types a parsed value takes).
 LOOP_KEYS: dict[str, Any] = {
     "dapo": False,
     "dapo_gen_factor": 1.0,
@@ -146,23 +146,14 @@ def parse_args_list(text: str) -> dict[str, Any]:
 
 
 def _coerce_loop(loop: dict[str, Any]) -> dict[str, Any]:
-    out = dict(loop)
-    if "dapo" in out:
-        out["dapo"] = out["dapo"] if isinstance(out["dapo"], bool) else str(out["dapo"]).lower() in ("1", "true")
-    if "dapo_gen_factor" in out:
-        out["dapo_gen_factor"] = float(out["dapo_gen_factor"])
-    if "dapo_max_rounds" in out:
-        out["dapo_max_rounds"] = int(out["dapo_max_rounds"])
-    if "alloc" in out:
-        out["alloc"] = str(out["alloc"])
-    if "alloc_floor" in out:
-        out["alloc_floor"] = int(out["alloc_floor"])
-    if "alloc_max_factor" in out:
-        out["alloc_max_factor"] = float(out["alloc_max_factor"])
-    if "ref_fraction" in out:
-        out["ref_fraction"] = float(out["ref_fraction"])
-    if "ref_labels" in out:
-        out["ref_labels"] = str(out["ref_labels"])
+    """Each loop setting as the type of its default in :data:`LOOP_KEYS` (``dapo``: ``1``/``true`` mean True)."""
+    out = {}
+    for key, value in loop.items():
+        default = LOOP_KEYS[key]
+        if isinstance(default, bool):
+            out[key] = value if isinstance(value, bool) else str(value).lower() in ("1", "true")
+        else:
+            out[key] = type(default)(value)
     return out
 
 

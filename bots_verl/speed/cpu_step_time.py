@@ -35,6 +35,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
+from bots_verl.runlog import STEP_TIME_METRIC
 from bots_verl.verl_cpu.cluster import SharedRayCluster
 from bots_verl.verl_cpu.launch import MIN_RAY_CPUS
 
@@ -194,8 +195,8 @@ def main(argv: list[str] | None = None) -> None:
         floor_after = _floor(paths["model"], args) if args.floor_repeats > 0 else None
 
     steps = sorted(s for s in records if s > args.warmup)
-    step_s = [records[s]["timing_s/step"] for s in steps]
-    first = records[1]["timing_s/step"]
+    step_s = [records[s][STEP_TIME_METRIC] for s in steps]
+    first = records[1][STEP_TIME_METRIC]
     startup = arrivals[1] - start - first
     phases = {
         p: statistics.median(records[s].get(f"timing_s/{p}", 0.0) for s in steps)

@@ -38,7 +38,8 @@ from typing import Any
 
 from bots_verl import runlog
 from bots_verl.fileio import LockError, OutputLock, describe_holder, lock_holder, markdown_table, write_json_atomic
-from bots_verl.toy.evaluate import EXACT_METRIC, POOL_METRIC, checkpoint_steps, evaluate_checkpoints
+from bots_verl.runlog import TOY_EXACT_METRIC, TOY_POOL_METRIC
+from bots_verl.toy.evaluate import checkpoint_steps, evaluate_checkpoints
 from bots_verl.verl_cpu.cluster import SharedRayCluster
 from bots_verl.verl_cpu.launch import MIN_RAY_CPUS
 from bots_verl.verl_cpu.smoke import ENV as TRAINING_ENV
@@ -422,7 +423,9 @@ def _train_one(
     model = manifest["artifacts"]["policy_models"][str(seed % len(manifest["artifacts"]["policy_models"]))]
     accuracy = evaluate_checkpoints(run_dir / "run", run_dir / "ckpt", model, *tasks)
     step_times = [
-        float(d["timing_s/step"]) for s, d in runlog.iter_metrics(run_dir / "run") if "timing_s/step" in d and s > 1
+        float(d[runlog.STEP_TIME_METRIC])
+        for s, d in runlog.iter_metrics(run_dir / "run")
+        if runlog.STEP_TIME_METRIC in d and s > 1
     ]
     record = {
         "selector": selector,
@@ -431,8 +434,8 @@ def _train_one(
         "resumed_from": resumed_from,
         "process_wall_s": round(train_s, 1),
         "median_step_s": round(_median(step_times), 3),
-        "accuracy": {str(k): v[EXACT_METRIC] for k, v in accuracy.items()},
-        "pool_accuracy": {str(k): v[POOL_METRIC] for k, v in accuracy.items() if POOL_METRIC in v},
+        "accuracy": {str(k): v[TOY_EXACT_METRIC] for k, v in accuracy.items()},
+        "pool_accuracy": {str(k): v[TOY_POOL_METRIC] for k, v in accuracy.items() if TOY_POOL_METRIC in v},
     }
     # the final checkpoint stays (a longer rerun resumes from it); the others were only needed for evaluation
     for step in steps[:-1]:
@@ -444,8 +447,8 @@ def _train_one(
         run_dir.name,
         train_s,
         record["median_step_s"],
-        accuracy[0][EXACT_METRIC],
-        accuracy[steps_wanted][EXACT_METRIC],
+        accuracy[0][TOY_EXACT_METRIC],
+        accuracy[steps_wanted][TOY_EXACT_METRIC],
     )
     return record
 
@@ -548,9 +551,9 @@ def _analyse(root: Path, run_dirs: Sequence[Path] = ()) -> dict[str, str]:
     runs = [str(d) for d in run_dirs or finished_runs(root)]
     out: dict[str, str] = {}
     for name, table, metric in (
-        ("main", "main", EXACT_METRIC),
-        ("pool", "main", POOL_METRIC),
-        ("overhead", "overhead", EXACT_METRIC),
+        ("main", "main", TOY_EXACT_METRIC),
+        ("pool", "main", TOY_POOL_METRIC),
+        ("overhead", "overhead", TOY_EXACT_METRIC),
     ):
         path = root / f"table_{name}.md"
         cmd = [sys.executable, "-m", "analysis.tables", "--runs", *runs, "--metric", metric, "--table", table]
@@ -558,7 +561,7 @@ def _analyse(root: Path, run_dirs: Sequence[Path] = ()) -> dict[str, str]:
         out[name] = path.read_text()
     figures = root / "figures"
     _run_analysis(
-        [sys.executable, "-m", "analysis.figures", "--runs", *runs, "--metric", EXACT_METRIC, "--out", str(figures)]
+        [sys.executable, "-m", "analysis.figures", "--runs", *runs, "--metric", TOY_EXACT_METRIC, "--out", str(figures)]
         + ["--figures", "accuracy", "etr"],
         "the figures",
     )
@@ -865,13 +868,13 @@ def _summary_markdown(summary: dict[str, Any], tables: dict[str, str], manifest:
                 f"{prof['eval_every']} steps. " + _wall_clock(summary),
                 "## Starting point (calibration)\n\n" + calibration,
                 "## Main table (`python -m analysis.tables --metric "
-                + EXACT_METRIC
+                + TOY_EXACT_METRIC
                 + "`)\n\n"
                 + tables["main"].strip(),
                 "## Held-out accuracy by step (mean [95% interval] over seeds)\n\n"
                 + _curves(summary["runs"], selectors),
                 "## Held-out accuracy by seed, step 0 → last step\n\n" + _gains_by_seed(summary["runs"], selectors),
-                "## Training-pool accuracy (`" + POOL_METRIC + "`)\n\n" + tables["pool"].strip(),
+                "## Training-pool accuracy (`" + TOY_POOL_METRIC + "`)\n\n" + tables["pool"].strip(),
                 "Training-pool accuracy by step:\n\n" + _curves(summary["runs"], selectors, "pool_accuracy"),
                 *([tables["paired"].strip()] if "paired" in tables else []),
                 "## Selection overhead\n\n" + tables["overhead"].strip(),

@@ -35,13 +35,12 @@ import numpy as np
 from bots_verl import runlog
 from bots_verl.core.metrics import Interval, interval, paired_interval
 from bots_verl.fileio import markdown_table
+from bots_verl.runlog import ETR_METRIC
 from bots_verl.sim.experiment import _clean, run_experiment
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["RunCurve", "compare", "fit_learning_rate", "load_measured", "main", "simulate"]
-
-ETR_METRIC = "bots/batch/effective_task_ratio"
 
 
 @dataclass

@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_benchmark import write_benchmark_run
 
 from analysis import paired, reference_cost
-from analysis.loader import ETR_METRIC, ROLLOUTS_METRIC, LoadError
-from bots_verl.runlog import RunWriter
+from analysis.loader import LoadError
+from bots_verl.runlog import ETR_METRIC, ROLLOUTS_METRIC
 
 STEPS = 12
 POOL = 200
@@ -44,18 +45,8 @@ def _benchmark(root: Path, arms: dict = ARMS, profile: dict | None = None) -> Pa
         for seed in SEEDS:
             records.append({"selector": arm, "seed": seed, "steps": STEPS, "accuracy": _curve(arm)})
             extra = {"selector": selector, "reference_columns": columns, "reference_coverage": coverage}
-            with RunWriter(
-                root / "runs" / f"{arm}_s{seed}" / "run",
-                run_id=f"toy_{arm}_s{seed}",
-                domain="toy",
-                method=arm,
-                seed=seed,
-                hparams=hparams,
-                total_steps=STEPS,
-                extra=extra,
-            ) as writer:
-                for step in range(1, STEPS + 1):
-                    writer.log(step, {ROLLOUTS_METRIC: ROLLOUTS[arm], ETR_METRIC: 0.5})
+            line = {ROLLOUTS_METRIC: ROLLOUTS[arm], ETR_METRIC: 0.5}
+            write_benchmark_run(root, arm, seed, [line] * STEPS, hparams=hparams, extra=extra)
     summary = {"profile": {"steps": STEPS, "data_profile": "full"} if profile is None else profile, "runs": records}
     (root / "summary.json").write_text(json.dumps(summary))
     return root

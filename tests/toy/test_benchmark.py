@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from bots_verl import runlog
+from bots_verl.runlog import TOY_EXACT_METRIC
 from bots_verl.toy.benchmark import PROFILES, VARIANTS, arm_settings, run_benchmark, training_overrides
-from bots_verl.toy.evaluate import EXACT_METRIC, load_actor
+from bots_verl.toy.evaluate import load_actor
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +49,7 @@ def test_every_run_trains_and_is_evaluated(bench) -> None:
         # evaluated at step 0 (the shared start) and at every saved step
         assert sorted(int(s) for s in record["accuracy"]) == list(range(0, prof.steps + 1, prof.eval_every))
         assert all(0.0 < v < 1.0 for v in record["accuracy"].values())
-        assert record["accuracy"]["0"] == pytest.approx(metrics[0][EXACT_METRIC])
+        assert record["accuracy"]["0"] == pytest.approx(metrics[0][TOY_EXACT_METRIC])
         # only the last checkpoint is kept
         assert sorted(p.name for p in (run_dir / "ckpt").glob("global_step_*")) == [f"global_step_{prof.steps}"]
         # the run attached to one of the benchmark's shared Ray clusters instead of starting its own

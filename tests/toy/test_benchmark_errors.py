@@ -242,17 +242,16 @@ def test_a_repeated_arm_or_seed_is_refused(capsys: pytest.CaptureFixture[str]) -
 
 def test_a_failed_analysis_says_why(tmp_path: Path) -> None:
     """The analysis' own message (run, metric, step), not only "returned non-zero exit status 2"."""
-    from bots_verl.runlog import RunWriter
-    from bots_verl.toy.evaluate import EXACT_METRIC
+    from bots_verl.runlog import TOY_EXACT_METRIC, RunWriter
 
     run_dir = tmp_path / "runs" / "random_s0"
     with RunWriter(run_dir / "run", domain="toy", method="random", seed=0, total_steps=2) as writer:
         for step in (1, 2):
             writer.log(step, {"bots/rollouts": 16.0, "bots/batch/effective_task_ratio": 0.5})
         for step, acc in ((0, 0.25), (2, 7.5)):
-            writer.log(step, {EXACT_METRIC: acc})
+            writer.log(step, {TOY_EXACT_METRIC: acc})
     with pytest.raises(RuntimeError) as info:
         benchmark._analyse(tmp_path, [run_dir / "run"])
     text = str(info.value)
     assert text.startswith("the main table (analysis.tables) failed with exit status 2: error: run toy/random/seed0")
-    assert f"metric '{EXACT_METRIC}' at step 2: accuracy 7.5 is outside [0, 1]" in text
+    assert f"metric '{TOY_EXACT_METRIC}' at step 2: accuracy 7.5 is outside [0, 1]" in text

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fake_benchmark import write_benchmark_run
 
 from analysis import paired
 from analysis.cost_metrics import Curve
-from analysis.loader import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC, LoadError
-from bots_verl.runlog import RunWriter
+from analysis.loader import LoadError
+from bots_verl.runlog import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC, TOY_EXACT_METRIC
 
 RESULTS = Path(__file__).resolve().parents[2] / "recipes" / "toy" / "results"
 STEPS = 24
@@ -175,18 +176,8 @@ def test_bootstrap_is_deterministic() -> None:
 
 
 def _write_log(root: Path, selector: str, seed: int, curve: dict[str, float], rollouts: float, etr: float) -> None:
-    with RunWriter(
-        root / "runs" / f"{selector}_s{seed}" / "run",
-        run_id=f"toy_{selector}_s{seed}",
-        domain="toy",
-        method=selector,
-        seed=seed,
-        total_steps=STEPS,
-    ) as writer:
-        for step in range(1, STEPS + 1):
-            writer.log(step, {ROLLOUTS_METRIC: rollouts, ETR_METRIC: etr, STEP_TIME_METRIC: rollouts / 64})
-        for step, acc in curve.items():
-            writer.log(int(step), {"val-core/toy__arith/acc/exact": acc})
+    line = {ROLLOUTS_METRIC: rollouts, ETR_METRIC: etr, STEP_TIME_METRIC: rollouts / 64}
+    write_benchmark_run(root, selector, seed, [line] * STEPS, {s: {TOY_EXACT_METRIC: acc} for s, acc in curve.items()})
 
 
 def test_run_log_statistics_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

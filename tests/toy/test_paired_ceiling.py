@@ -8,10 +8,10 @@ import math
 from pathlib import Path
 
 import pytest
+from fake_benchmark import write_benchmark_run
 
 from analysis import paired
-from analysis.loader import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC
-from bots_verl.runlog import RunWriter
+from bots_verl.runlog import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC, TOY_EXACT_METRIC
 
 STEPS = 24
 EVERY = 2
@@ -31,18 +31,9 @@ def _write(root: Path, arms=ARMS) -> None:
         for selector, factor, etr in arms:
             curve = _linear(factor * a)
             runs.append({"selector": selector, "seed": seed, "steps": STEPS, "accuracy": curve})
-            with RunWriter(
-                root / "runs" / f"{selector}_s{seed}" / "run",
-                run_id=f"toy_{selector}_s{seed}",
-                domain="toy",
-                method=selector,
-                seed=seed,
-                total_steps=STEPS,
-            ) as writer:
-                for step in range(1, STEPS + 1):
-                    writer.log(step, {ROLLOUTS_METRIC: 128.0, ETR_METRIC: etr, STEP_TIME_METRIC: 2.0})
-                for step, acc in curve.items():
-                    writer.log(int(step), {"val-core/toy__arith/acc/exact": acc})
+            line = {ROLLOUTS_METRIC: 128.0, ETR_METRIC: etr, STEP_TIME_METRIC: 2.0}
+            evals = {step: {TOY_EXACT_METRIC: acc} for step, acc in curve.items()}
+            write_benchmark_run(root, selector, seed, [line] * STEPS, evals)
     (root / "summary.json").write_text(json.dumps({"profile": {"steps": STEPS}, "runs": runs}))
 
 
