@@ -38,29 +38,23 @@ The inputs are read by :mod:`analysis.paired_inputs`, the comparisons against a 
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import math
-import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from analysis import loader, reference_cost, render
 from analysis.cost_metrics import Curve, cost_to_baseline
-from analysis.loader import LoadError, Run
+from analysis.loader import LoadError
+from analysis.paired_inputs import RunRecord
 from analysis.tables import cost_curve
-from bots_verl import runlog
 from bots_verl.core import metrics as core
 from bots_verl.runlog import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC
-from analysis.paired_inputs import RunRecord, logger
 
 __all__ = [
     "BASELINE",
+    "SPECS",
     "STATISTICS",
     "Comparison",
     "PairedStat",
@@ -78,7 +72,7 @@ logger = logging.getLogger(__name__)
 BASELINE = "random"
 RESAMPLES = 10_000
 RNG_SEED = 0
-#: the toy benchmark's domain (run logs, figure names)
+
 
 @dataclass(frozen=True)
 class StatSpec:
@@ -117,8 +111,11 @@ STATISTICS: tuple[StatSpec, ...] = (
     StatSpec("roll100", "Roll(100%)↓", "ratio", "lower", 2, needs_log=True),
     StatSpec("time100", "Time(100%)↓", "ratio", "lower", 2, needs_log=True),
 )
-_SPECS = {s.key: s for s in STATISTICS}
-#: the overview table's and the figure's statistics
+#: the statistics by key
+SPECS = {s.key: s for s in STATISTICS}
+
+
+# -------------------------------------------------------------------------------------------- per-seed numbers
 def slope(curve: Curve) -> float:
     """Least-squares slope of the curve's values against its steps (NaN with fewer than two points)."""
     x, y = np.asarray(curve.steps, np.float64), np.asarray(curve.values, np.float64)
@@ -398,6 +395,3 @@ def compare_all(
         raise ValueError(f"no {baseline!r} runs to pair with; selectors found: {present}")
     chosen = [s for s in (selectors or present) if s != baseline]
     return [compare(records, s, baseline, level, resamples, rng_seed) for s in chosen]
-
-
-@dataclass

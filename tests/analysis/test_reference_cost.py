@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fake_benchmark import write_benchmark_run
 
-from analysis import paired, reference_cost
+from analysis import paired, paired_inputs, paired_stats, reference_cost
 from analysis.loader import LoadError
 from bots_verl.runlog import ETR_METRIC, ROLLOUTS_METRIC
 
@@ -53,8 +53,8 @@ def _benchmark(root: Path, arms: dict = ARMS, profile: dict | None = None) -> Pa
 
 
 def _costs(root: Path) -> dict[str, reference_cost.ReferenceCost]:
-    records = paired.load_benchmark(root)
-    costs = paired.benchmark_reference_costs(root, records, paired.compare_all(records))
+    records = paired_inputs.load_benchmark(root)
+    costs = paired.benchmark_reference_costs(root, records, paired_stats.compare_all(records))
     return {c.selector: c for c in costs}
 
 
@@ -158,8 +158,8 @@ def test_a_bad_coverage_is_an_error_naming_the_run(
     data = json.loads(meta.read_text())
     data["extra"]["reference_coverage"] = coverage
     meta.write_text(json.dumps(data))
-    records = paired.load_benchmark(root)
+    records = paired_inputs.load_benchmark(root)
     with pytest.raises(LoadError, match=f"bots_s1.*reference_coverage.*{message}"):
-        paired.benchmark_reference_costs(root, records, paired.compare_all(records))
+        paired.benchmark_reference_costs(root, records, paired_stats.compare_all(records))
     assert paired.main([str(root)]) == 2
     assert "reference_coverage" in capsys.readouterr().err
