@@ -33,7 +33,7 @@ ETR = "bots/batch/effective_task_ratio"
 
 
 def _train(manifest: dict[str, Any], arm: str, steps: int, out: Path, timeout: float) -> Path:
-    from bots_verl.toy.benchmark import PROFILES, training_overrides
+    from bots_verl.toy.arms import PROFILES, training_overrides
     from bots_verl.verl_cpu.smoke import run_training
 
     profile = dataclasses.replace(PROFILES["headline"], steps=steps, eval_every=steps)

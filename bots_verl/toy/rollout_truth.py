@@ -2,7 +2,7 @@
 
 Issue 38, item 1. The arm is the core selector ``pass_rate_oracle`` (:mod:`bots_verl.core.oracle`: the ``B`` tasks
 whose true pass rate is nearest p* = 0.5) with :class:`RolloutServerTruth` as its truth source
-(``bots_verl.toy.benchmark.VARIANTS["oracle"]``). The rollouts and the GRPO update are every other arm's.
+(``bots_verl.toy.arms.VARIANTS["oracle"]``). The rollouts and the GRPO update are every other arm's.
 
 **Which weights.** The selector runs in its Ray actor
 (:class:`bots_verl.integration.transport.selector_service.SelectorService`) and selects when verl's sync trainer fetches

@@ -13,7 +13,7 @@ import pytest
 from bots_verl import runlog
 from bots_verl.integration.transport.sampler_state import checkpoint_sampler_state
 from bots_verl.toy import rollout_truth
-from bots_verl.toy.benchmark import PROFILES, VARIANTS, arm_settings, training_overrides
+from bots_verl.toy.arms import PROFILES, VARIANTS, arm_settings, training_overrides
 from bots_verl.toy.evaluate import load_actor
 from bots_verl.toy.likelihood import answer_stats, load_model
 from bots_verl.toy.rollout_truth import RolloutServerTruth, exact_pass_rates, pool_problems

@@ -93,7 +93,7 @@ def test_without_summary_reads_done_records_then_simulates_alone(tmp_path, capsy
     text = capsys.readouterr().out
     assert "not available yet" in text and "| mopps |" in text  # the full profile's selectors
     data = json.loads((empty / "o" / "toy_compare.json").read_text())
-    from bots_verl.toy.benchmark import PROFILES
+    from bots_verl.toy.arms import PROFILES
 
     assert data["measured"] == {} and data["settings"]["steps"] == PROFILES["full"].steps
 
