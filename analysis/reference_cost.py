@@ -18,7 +18,7 @@ What is read, per run log (``meta.json``, written by ``bots_verl.main``):
   benchmark, or from the benchmark's ``data/manifest.json``).
 
 What the run logs do not say, the samples per task and the models of a full labelling, comes from the benchmark's
-data profile (:func:`toy_settings`: the toy's ``bots_verl.toy.prepare.BUILD_PROFILES[...].reference_n`` and its
+data profile (:func:`toy_settings`: the toy's ``bots_verl.toy.build_profiles.BUILD_PROFILES[...].reference_n`` and its
 ``REFERENCE_COLUMNS``) or from the caller.
 """
 
@@ -213,7 +213,7 @@ def reference_costs(
 def toy_settings(summary: Mapping[str, Any]) -> ReferenceSettings | None:
     """The toy benchmark's reference settings: its data profile's ``reference_n`` and the toy's two reference models
     (``bots_verl.toy.prepare``); None when the summary names no known data profile."""
-    from bots_verl.toy.prepare import BUILD_PROFILES, REFERENCE_COLUMNS
+    from bots_verl.toy.build_profiles import BUILD_PROFILES, REFERENCE_COLUMNS
 
     profile = summary.get("profile")
     name = profile.get("data_profile") if isinstance(profile, Mapping) else None

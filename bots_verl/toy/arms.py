@@ -82,7 +82,7 @@ class BenchmarkProfile:
     """Sizes of one benchmark: which data profile, which runs, and the GRPO settings shared by every run."""
 
     name: str
-    #: :data:`bots_verl.toy.prepare.PROFILES` name of the artifacts
+    #: :data:`bots_verl.toy.build_profiles.BUILD_PROFILES` name of the artifacts
     data_profile: str
     selectors: tuple[str, ...]
     seeds: tuple[int, ...]

@@ -162,6 +162,7 @@ def summarize_finished(profile: BenchmarkProfile, root: Path) -> dict[str, Any]:
 
 
 def wall_clock(summary: dict[str, Any]) -> str:
+    """The summary's wall-clock line: the stages' times, or how many of the planned runs finished."""
     prof = summary["profile"]
     if "finished_runs" in summary:
         finished, planned = summary["finished_runs"], summary["planned_runs"]
@@ -178,6 +179,7 @@ def wall_clock(summary: dict[str, Any]) -> str:
 
 
 def summary_markdown(summary: dict[str, Any], tables: dict[str, str], manifest: dict[str, Any], data_dir: Path) -> str:
+    """``summary.md``: the profile, the build, the wall-clock line, the tables and the accuracy curves by seed."""
     prof = summary["profile"]
     calibration = (data_dir / "calibration.md").read_text() if (data_dir / "calibration.md").is_file() else ""
     # keep the model table and the correlations of the calibration, not the per-cell table

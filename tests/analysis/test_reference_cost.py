@@ -19,7 +19,7 @@ STEPS = 12
 POOL = 200
 SEEDS = (0, 1)
 COLUMNS = ["weak", "strong"]
-# the toy's data profile "full": 16 samples per task (bots_verl.toy.prepare.BUILD_PROFILES["full"].reference_n),
+# the toy's data profile "full": 16 samples per task (bots_verl.toy.build_profiles.BUILD_PROFILES["full"].reference_n),
 # 2 models
 SAMPLES, MODELS = 16, 2
 ROLLOUTS = {"random": 128.0, "bots": 128.0, "bots_ref10": 128.0, "bots_noref": 128.0, "mopps": 96.0}

@@ -14,7 +14,8 @@ import pytest
 
 from bots_verl.integration.evidence.task_index import TaskIndex, check_parquet_columns, read_reference_columns
 from bots_verl.rewards import compute_score
-from bots_verl.toy.prepare import BUILD_PROFILES, REFERENCE_COLUMNS, PrepareError, prepare
+from bots_verl.toy.build_profiles import BUILD_PROFILES, REFERENCE_COLUMNS, PrepareError
+from bots_verl.toy.prepare import prepare
 from bots_verl.toy.tasks import parse_prompt
 
 
