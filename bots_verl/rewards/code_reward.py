@@ -41,17 +41,10 @@ from bots_verl.rewards._extract import after_think, last_code_block
 from bots_verl.rewards._harness import CodecError, decode_value, encode_value
 from bots_verl.rewards.code_compare import outputs_match, values_match
 from bots_verl.rewards.code_tests import Call, functional_calls
-from bots_verl.rewards.sandbox import (
-    ChannelClosed,
-    DeadlineExceeded,
-    Limits,
-    SandboxUnavailableError,
-    check_isolation,
-    concurrency_slot,
-    concurrency_slot_check,
-    launch,
-    resolve_isolation,
-)
+from bots_verl.rewards.sandbox import Limits, SandboxUnavailableError, launch, resolve_isolation
+from bots_verl.rewards.sandbox_channel import ChannelClosed, DeadlineExceeded
+from bots_verl.rewards.sandbox_checks import check_isolation
+from bots_verl.rewards.sandbox_slots import concurrency_slot, concurrency_slot_check
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))

@@ -89,7 +89,7 @@ def _tree_rss_kib(root: int) -> int:
 def _measure(workload: str, answers: int, timeout_s: float, min_available_kib: int) -> dict:
     """Score ``answers`` answers of ``workload`` at once in this process; the memory figures."""
     from bots_verl.rewards import compute_score
-    from bots_verl.rewards.sandbox import check_isolation
+    from bots_verl.rewards.sandbox_checks import check_isolation
 
     check_isolation("bwrap")
     answer = f"```python\n{_WORKLOADS[workload]}```"

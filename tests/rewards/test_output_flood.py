@@ -15,7 +15,8 @@ import pytest
 
 from bots_verl.rewards import code_reward, compute_score
 from bots_verl.rewards.code_reward import run_program
-from bots_verl.rewards.sandbox import ChannelClosed, Limits, launch
+from bots_verl.rewards.sandbox import Limits, launch
+from bots_verl.rewards.sandbox_channel import ChannelClosed
 
 STDIN = json.dumps({"inputs": ["2 3\n"], "outputs": ["5\n"]})
 CAP = 4096

@@ -17,7 +17,8 @@ import pytest
 
 from bots_verl.rewards import compute_score, sandbox
 from bots_verl.rewards._seccomp import filter_program
-from bots_verl.rewards.sandbox import Limits, SandboxUnavailableError, check_isolation, launch
+from bots_verl.rewards.sandbox import Limits, SandboxUnavailableError, launch
+from bots_verl.rewards.sandbox_checks import check_isolation
 
 REPO = Path(__file__).resolve().parents[2]
 STDIN = json.dumps({"inputs": ["2 3\n"], "outputs": ["5\n"]})
@@ -80,8 +81,8 @@ def test_unconfined_mode_is_opt_in_loud_and_still_judges(caplog: pytest.LogCaptu
 def test_missing_bubblewrap_is_an_error_not_a_silent_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sandbox, "_CHECKED", {})
     monkeypatch.setenv("BOTS_BWRAP", "/nonexistent/bwrap")
-    assert sandbox._bwrap_binary() is None
-    monkeypatch.setattr(sandbox, "_bwrap_binary", lambda: None)  # as on a machine without the package
+    assert sandbox.bwrap_binary() is None
+    monkeypatch.setattr(sandbox, "bwrap_binary", lambda: None)  # as on a machine without the package
     with pytest.raises(SandboxUnavailableError, match="bubblewrap.*not installed.*isolation=none"):
         compute_score("codegen__x", _code("print(5)"), STDIN)
     with pytest.raises(SandboxUnavailableError):  # the verdict is cached, and raised again
@@ -161,5 +162,5 @@ def test_unprivileged_user_gets_the_same_sandbox(sandbox: str) -> None:
 
 
 def test_sandbox_python_is_the_real_interpreter() -> None:
-    assert os.path.realpath(sandbox._sandbox_python()) == sandbox._sandbox_python()
-    assert Path(sandbox._sandbox_python()).exists() and sys.version_info >= (3, 10)
+    assert os.path.realpath(sandbox.sandbox_python()) == sandbox.sandbox_python()
+    assert Path(sandbox.sandbox_python()).exists() and sys.version_info >= (3, 10)
