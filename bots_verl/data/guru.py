@@ -70,7 +70,7 @@ import pyarrow.parquet as pq
 
 from bots_verl.fileio import fsync_dir, fsync_file, is_stale_tag, write_json_atomic, writer_tag
 from bots_verl.rewards import domain_of
-from bots_verl.rewards.code_reward import parse_tests
+from bots_verl.rewards.code_plan import parse_tests
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
