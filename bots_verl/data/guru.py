@@ -10,12 +10,12 @@ tool writes ``<out-dir>/<domain>/train.parquet``, one ``val_<name>.parquet`` per
 ``<out-dir>/<domain>/prep_report.json`` (counts per source file and per issue).
 
 A domain's outputs appear all together or not at all, and never mix with an earlier run's: they are built in a hidden
-staging folder ``<out-dir>/.<domain>.staging-<host>-<pid>`` and the finished folder replaces ``<out-dir>/<domain>`` as a
-whole (rename the old folder aside, rename the new one in, delete the old one), so a file of an older run (a ``val_*``
-set no longer converted, say) is never left beside new ones. A run that fails leaves ``<out-dir>/<domain>`` exactly as
-it was and writes its report to ``<out-dir>/<domain>.prep_report.failed.json``. A run killed half-way leaves only hidden
-folders; the next run removes them, and puts the previous outputs back if the kill came between the two renames.
-Because the folder is replaced as a whole, a file in it that the prep did not write stops the run (move it elsewhere).
+staging folder ``<out-dir>/.<domain>.tmp-<host>-<pid>`` and the finished folder replaces ``<out-dir>/<domain>`` as a
+whole (:func:`bots_verl.fileio.publishing`: rename the old folder aside, rename the new one in, delete the old one), so
+a file of an older run (a ``val_*`` set no longer converted, say) is never left beside new ones. A run that fails leaves
+``<out-dir>/<domain>`` exactly as it was and writes its report to ``<out-dir>/<domain>.prep_report.failed.json``. A run
+killed half-way leaves only hidden folders; the next run removes them, and puts the previous outputs back if the kill
+came between the two renames (:func:`bots_verl.fileio.clean_stale_temps`). Because the folder is replaced as a whole, a file in it that the prep did not write stops the run (move it elsewhere).
 
 Output schema (one schema per domain, whatever the source files' schemas are):
 
@@ -50,14 +50,12 @@ the LiveCodeBench train file is 3.3 GB.
 from __future__ import annotations
 
 import argparse
-import glob
 import hashlib
 import json
 import logging
 import math
 import os
 import re
-import shutil
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -68,7 +66,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bots_verl.fileio import fsync_dir, fsync_file, is_stale_tag, write_json_atomic, writer_tag
+from bots_verl.fileio import (
+    clean_stale_temps,
+    fsync_file,
+    publishing,
+    write_json_atomic,
+)
 from bots_verl.rewards import domain_of
 from bots_verl.rewards.code_plan import parse_tests
 
@@ -458,46 +461,20 @@ def _check_replaceable(domain_dir: Path) -> None:
         )
 
 
-def _recover(out_dir: Path, domain: str) -> None:
-    """Deal with what a killed run left in ``out_dir``: put the previous outputs back, remove staging folders.
+def _recover(domain_dir: Path) -> None:
+    """Deal with what a killed run left beside ``domain_dir``: put the previous outputs back, remove staging folders.
 
     Raises:
         PrepError: if a leftover belongs to a run that may still be going (another host, or a live process).
     """
-    domain_dir = out_dir / domain
-    for kind in ("old", "staging"):
-        prefix = f".{domain}.{kind}-"
-        for path in sorted(out_dir.glob(f"{glob.escape(prefix)}*")):
-            if not is_stale_tag(path.name[len(prefix) :]):
-                raise PrepError(
-                    f"{path} belongs to another prep of {domain} that may still be running (another host, or a live "
-                    f"process); wait for it, or remove {path} if that run is gone"
-                )
-            if kind == "old" and not domain_dir.exists():
-                # Killed between its two renames: the previous outputs are complete here, nothing replaced them.
-                os.rename(path, domain_dir)
-                logger.warning("%s: put back the previous outputs from %s (a killed run left them)", domain_dir, path)
-            else:
-                shutil.rmtree(path)
-                logger.warning("removed %s, left behind by a killed run", path)
-
-
-def _publish(staging: Path, domain_dir: Path) -> None:
-    """Replace ``domain_dir`` by the finished ``staging`` folder: two renames, the old folder deleted after."""
-    old = domain_dir.with_name(f".{domain_dir.name}.old-{writer_tag()}")
-    fsync_dir(staging)
-    had_old = domain_dir.exists()
-    if had_old:
-        os.rename(domain_dir, old)
-    try:
-        os.rename(staging, domain_dir)
-    except BaseException:
-        if had_old:
-            os.rename(old, domain_dir)
-        raise
-    fsync_dir(domain_dir.parent)
-    if had_old:
-        shutil.rmtree(old)
+    removed, running = clean_stale_temps(domain_dir)
+    for path in removed:
+        logger.warning("%s: cleaned up %s, left behind by a killed run", domain_dir, path)
+    if running:
+        raise PrepError(
+            f"{running[0]} belongs to another prep of {domain_dir.name} that may still be running (another host, or a "
+            f"live process); wait for it, or remove {running[0]} if that run is gone"
+        )
 
 
 def _describe_output(entry: dict[str, Any]) -> str:
@@ -558,39 +535,40 @@ def prepare_domain(
                 raise PrepError(f"evaluation set {eval_name}: no {file_name}_<size>.parquet in {candidates}")
             jobs.append((f"val_{eval_name}", [path], False))
     failed_report = out_dir / f"{domain}.prep_report.failed.json"
+    cannot_write = f"cannot write in the output directory {out_dir}"
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        _recover(out_dir, domain)
+        _recover(domain_dir)
         _check_replaceable(domain_dir)
-        staging = out_dir / f".{domain}.staging-{writer_tag()}"
-        staging.mkdir()
     except OSError as err:
-        raise PrepError(f"cannot write in the output directory {out_dir}: {err.strerror or err}") from err
+        raise PrepError(f"{cannot_write}: {err.strerror or err}") from err
     try:
-        report: dict[str, Any] = {"domain": domain, "drop": sorted(drop), "outputs": {}}
-        for name, sources, is_train in jobs:
-            split = "train" if is_train else "test"
-            entry = _write_output(sources, staging / f"{name}.parquet", domain, split, is_train, drop, batch_size)
-            entry["path"] = str(domain_dir / f"{name}.parquet")
-            report["outputs"][name] = entry
-            logger.info("%s/%s: %s", domain, name, _describe_output(entry))
-        blocked = {name: e["blocking"] for name, e in report["outputs"].items() if "blocking" in e}
-        report["written"] = not blocked
-        if blocked:
-            _write_json(failed_report, report)
-            kept = f"{domain_dir} is unchanged" if domain_dir.exists() else f"{domain_dir} was not created"
-            raise PrepError(
-                f"{domain}: fatal row issues {blocked}; nothing written ({kept}); report: {failed_report}. "
-                f"Fix the input or pass --drop <issue> to drop and count those rows."
-            )
-        _write_json(staging / "prep_report.json", report)
-        _publish(staging, domain_dir)
+        # the domain's outputs are built in a hidden staging folder that replaces the domain folder as a whole
+        with publishing(domain_dir) as staging:
+            try:
+                staging.mkdir()
+            except OSError as err:
+                raise PrepError(f"{cannot_write}: {err.strerror or err}") from err
+            report: dict[str, Any] = {"domain": domain, "drop": sorted(drop), "outputs": {}}
+            for name, sources, is_train in jobs:
+                split = "train" if is_train else "test"
+                entry = _write_output(sources, staging / f"{name}.parquet", domain, split, is_train, drop, batch_size)
+                entry["path"] = str(domain_dir / f"{name}.parquet")
+                report["outputs"][name] = entry
+                logger.info("%s/%s: %s", domain, name, _describe_output(entry))
+            blocked = {name: e["blocking"] for name, e in report["outputs"].items() if "blocking" in e}
+            report["written"] = not blocked
+            if blocked:
+                _write_json(failed_report, report)
+                kept = f"{domain_dir} is unchanged" if domain_dir.exists() else f"{domain_dir} was not created"
+                raise PrepError(
+                    f"{domain}: fatal row issues {blocked}; nothing written ({kept}); report: {failed_report}. "
+                    f"Fix the input or pass --drop <issue> to drop and count those rows."
+                )
+            _write_json(staging / "prep_report.json", report)
         failed_report.unlink(missing_ok=True)
     except OSError as err:
         raise PrepError(f"{domain}: cannot write the outputs in {out_dir}: {err.strerror or err}") from err
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
     files = ", ".join(f"{name}.parquet ({e['rows_out']} rows)" for name, e in report["outputs"].items())
     logger.info("%s: wrote %s and prep_report.json to %s", domain, files, domain_dir)
     return report
