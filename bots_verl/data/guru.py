@@ -15,7 +15,8 @@ whole (:func:`bots_verl.fileio.publishing`: rename the old folder aside, rename 
 a file of an older run (a ``val_*`` set no longer converted, say) is never left beside new ones. A run that fails leaves
 ``<out-dir>/<domain>`` exactly as it was and writes its report to ``<out-dir>/<domain>.prep_report.failed.json``. A run
 killed half-way leaves only hidden folders; the next run removes them, and puts the previous outputs back if the kill
-came between the two renames (:func:`bots_verl.fileio.clean_stale_temps`). Because the folder is replaced as a whole, a file in it that the prep did not write stops the run (move it elsewhere).
+came between the two renames (:func:`bots_verl.fileio.clean_stale_temps`). Because the folder is replaced as a whole,
+a file in it that the prep did not write stops the run (move it elsewhere).
 
 Output schema (one schema per domain, whatever the source files' schemas are):
 
