@@ -18,8 +18,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bots_verl.data.guru import PrepError, prepare_domain
+from bots_verl.data.guru import prepare_domain
 from bots_verl.data.guru_fixture import build_guru_dir, eval_math_file, math_file, ordering_file, write_bad_math_train
+from bots_verl.data.guru_rows import PrepError
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
