@@ -33,8 +33,8 @@ from matplotlib.figure import Figure
 
 from analysis import loader
 from analysis.loader import LoadError, Run
+from analysis.paper_tables import ablation_rows, select_methods
 from analysis.table_model import display, row_labeller, row_sort_key
-from analysis.tables import ablation_rows, select_methods
 from bots_verl.core import metrics as core
 from bots_verl.runlog import (
     AUC_METRIC,
@@ -232,7 +232,7 @@ def lambda_bias_figure(
     Left: per λ, the per-step bias (sampled p minus the batch's observed pass rate), mean ± interval over seeds.
     Right: per λ, the run-mean sampled p, observed pass rate and, for simulated runs, true probability, with their
     intervals over seeds. The paper's reading (per its reviews): small λ samples below the truth, large λ above.
-    Runs are the λ ablation's (see :func:`analysis.tables.ablation_rows`: selector ``method``, ρ at its default).
+    Runs are the λ ablation's (see :func:`analysis.paper_tables.ablation_rows`: selector ``method``, ρ at its default).
 
     Raises:
         LoadError: if fewer than two λ values have runs logging ``bots/selection/sampled_p_mean``.
@@ -306,7 +306,7 @@ def save_all(
             Default: accuracy and ETR, plus the estimator and λ figures for domains whose runs log what they need.
         method: the selector whose λ sweep the λ figure reads.
         methods: only these labels in the accuracy, ETR and estimator figures (``["paper"]``: the paper's five;
-            see :func:`analysis.tables.select_methods`); the λ figure always reads the whole λ sweep.
+            see :func:`analysis.paper_tables.select_methods`); the λ figure always reads the whole λ sweep.
 
     Raises:
         LoadError: if a requested figure cannot be drawn (names the domain and what is missing).

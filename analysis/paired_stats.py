@@ -5,7 +5,7 @@ removes most of the seed-to-seed noise is the per-seed difference (or ratio) bet
 Only seeds that both have are paired; the others are listed, never silently mixed in. Per paired seed:
 
 - ``TTB(x)`` and ``BSF(x)`` at 25/50/100% of the budget: :func:`bots_verl.core.metrics.ttb` / ``bsf``, the
-  definitions of the paper's tables (:mod:`analysis.tables`; TTB over the baseline's own steps, so Random = 1);
+  definitions of the paper's tables (:mod:`analysis.paper_tables`; TTB over the baseline's own steps, so Random = 1);
 - ``slope ratio``: the least-squares slope of held-out accuracy against step of the baseline over the selector's.
   It reads like TTB: below 1 the selector gains accuracy faster (0.5: twice as fast). A seed where either slope is
   not positive has no ratio (the quotient would flip sign or explode) and is counted as such;
@@ -48,7 +48,7 @@ import numpy as np
 from analysis.cost_metrics import Curve, cost_to_baseline
 from analysis.loader import LoadError
 from analysis.paired_inputs import RunRecord
-from analysis.tables import cost_curve
+from analysis.paper_tables import cost_curve
 from bots_verl.core import metrics as core
 from bots_verl.runlog import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC
 
