@@ -356,6 +356,9 @@ PAPER_METHODS: tuple[MethodSpec, ...] = (
         {},
         "paper Sec. 4; authors' Trinity selector offline_easy2hard: reference pass rates, easiest first",
     ),
+    # The paper's BOTS-MoPPS row is the ``bots`` selector at lam = 0: not the registered ``mopps`` selector, which keeps
+    # BOTS' forgetting (lam = 0.1, rho = 0). Both names are in archived runs (the recipes' METHOD=bots_mopps, the toy
+    # benchmark's mopps arm), so both labels stay and mean what they always meant.
     MethodSpec(
         "bots_mopps",
         "BOTS-MoPPS",

@@ -18,7 +18,8 @@ __all__ = [
     "training_overrides",
 ]
 
-#: the selectors of issue 16, in the order of the tables
+#: the selectors of issue 16, in the order of the tables (``mopps``: the core selector, explicit evidence only at BOTS'
+#: lam = 0.1; the paper's BOTS-MoPPS row at lam = 0 is the label ``bots_mopps``, :data:`bots_verl.runlog.METHODS`)
 ALL_SELECTORS = ("random", "offline_easy2hard", "mopps", "implicit_only", "bots", "bots_plus")
 
 # verl's DAPO dynamic sampling on the correctness metric: all-0 / all-1 groups are discarded after their rollouts and
