@@ -43,6 +43,8 @@ from bots_verl.runlog import (
     OBSERVED_P_METRIC,
     PEARSON_METRIC,
     SAMPLED_P_METRIC,
+    SIM_BATCH_TRUE_P_METRIC,
+    SIM_TRUE_P_METRIC,
 )
 
 __all__ = [
@@ -58,7 +60,7 @@ __all__ = [
 ]
 
 #: The simulator's true success probability of the selected tasks (the first one logged is used).
-TRUE_P_METRICS = ("sim/true_p_mean", "sim/batch_true_p_mean")
+TRUE_P_METRICS = (SIM_TRUE_P_METRIC, SIM_BATCH_TRUE_P_METRIC)
 #: Figure kinds, in drawing order.
 FIGURES = ("accuracy", "etr", "estimator", "lambda_bias")
 

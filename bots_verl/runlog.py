@@ -68,6 +68,8 @@ __all__ = [
     "RunWriter",
     "SAMPLED_P_METRIC",
     "SELECT_MS_METRIC",
+    "SIM_BATCH_TRUE_P_METRIC",
+    "SIM_TRUE_P_METRIC",
     "STEP_TIME_METRIC",
     "SUCCESS_METRIC",
     "TOY_EXACT_METRIC",
@@ -112,6 +114,9 @@ OBSERVED_P_METRIC = "bots/selection/observed_p_mean"
 BIAS_METRIC = "bots/selection/sampled_p_bias"
 #: wall-clock seconds of the step (verl's; real runs only)
 STEP_TIME_METRIC = "timing_s/step"
+#: the simulator's true success probability: of the last select()'s batch, and of every task generated this step
+SIM_TRUE_P_METRIC = "sim/true_p_mean"
+SIM_BATCH_TRUE_P_METRIC = "sim/batch_true_p_mean"
 #: the toy testbed's evaluations (bots_verl.toy.evaluate): the expected held-out accuracy of one temperature-1 sample
 #: per prompt (verl's ``mean@1`` without its noise), held-out accuracy of greedy decoding, and the expected accuracy
 #: over the whole training pool (what GRPO optimises; selection decides where it is spent)

@@ -25,7 +25,15 @@ import numpy as np
 
 from bots_verl.core import Selector, effective_task_ratio
 from bots_verl.core.allocation import allocate_rollouts
-from bots_verl.runlog import ETR_METRIC, ROLLOUTS_METRIC, SELECT_MS_METRIC, UPDATE_MS_METRIC, RunWriter
+from bots_verl.runlog import (
+    ETR_METRIC,
+    ROLLOUTS_METRIC,
+    SELECT_MS_METRIC,
+    SIM_BATCH_TRUE_P_METRIC,
+    SIM_TRUE_P_METRIC,
+    UPDATE_MS_METRIC,
+    RunWriter,
+)
 from bots_verl.sim.methods import SimMethod
 from bots_verl.sim.policy import Policy
 from bots_verl.sim.pool_embeddings import labelled_reference, pool_embeddings
@@ -239,9 +247,9 @@ def run_method(
                         "sim/group_size_max": float(all_n.max()),
                         "sim/group_size_min": float(all_n.min()),
                         "sim/dapo_rounds": float(rounds),
-                        "sim/batch_true_p_mean": float(np.concatenate(gen_p).mean()),
+                        SIM_BATCH_TRUE_P_METRIC: float(np.concatenate(gen_p).mean()),
                         # the last select()'s batch, the tasks of bots/selection/sampled_p_mean (paper Fig. 3)
-                        "sim/true_p_mean": float(gen_p[-1].mean()),
+                        SIM_TRUE_P_METRIC: float(gen_p[-1].mean()),
                     }
                 )
                 if is_eval:
