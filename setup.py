@@ -21,7 +21,7 @@ EXTRAS = {
         "torchdata>=0.11.0,<0.12",
         "tensordict>=0.10.0,<0.11",
         "hydra-core",
-        # post-import hooks of the CPU backend (bots_verl.verl_cpu.hooks)
+        # post-import hooks of the CPU backend (bots_verl.verl_cpu.verl_registrations)
         "wrapt",
         # the math reward (recipes' default) checks answers symbolically
         "math-verify",

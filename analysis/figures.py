@@ -32,10 +32,20 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import loader
-from analysis.loader import ETR_METRIC, LoadError, Run
+from analysis.loader import LoadError, Run
+from analysis.paper_tables import ablation_rows, select_methods
 from analysis.table_model import display, row_labeller, row_sort_key
-from analysis.tables import ablation_rows, select_methods
 from bots_verl.core import selection_metrics as core
+from bots_verl.runlog import (
+    AUC_METRIC,
+    BIAS_METRIC,
+    ETR_METRIC,
+    OBSERVED_P_METRIC,
+    PEARSON_METRIC,
+    SAMPLED_P_METRIC,
+    SIM_BATCH_TRUE_P_METRIC,
+    SIM_TRUE_P_METRIC,
+)
 
 __all__ = [
     "FIGURES",
@@ -49,15 +59,8 @@ __all__ = [
     "save_all",
 ]
 
-#: Per-step estimator quality (the interpolation plug-in against the trained batch's pass rates).
-PEARSON_METRIC = "bots/estimator/pearson"
-AUC_METRIC = "bots/estimator/auc"
-#: Per-step selection diagnostics: mean Thompson-sampled p of the selected tasks, their observed pass rate, the gap.
-SAMPLED_P_METRIC = "bots/selection/sampled_p_mean"
-OBSERVED_P_METRIC = "bots/selection/observed_p_mean"
-BIAS_METRIC = "bots/selection/sampled_p_bias"
 #: The simulator's true success probability of the selected tasks (the first one logged is used).
-TRUE_P_METRICS = ("sim/true_p_mean", "sim/batch_true_p_mean")
+TRUE_P_METRICS = (SIM_TRUE_P_METRIC, SIM_BATCH_TRUE_P_METRIC)
 #: Figure kinds, in drawing order.
 FIGURES = ("accuracy", "etr", "estimator", "lambda_bias")
 
@@ -231,7 +234,7 @@ def lambda_bias_figure(
     Left: per λ, the per-step bias (sampled p minus the batch's observed pass rate), mean ± interval over seeds.
     Right: per λ, the run-mean sampled p, observed pass rate and, for simulated runs, true probability, with their
     intervals over seeds. The paper's reading (per its reviews): small λ samples below the truth, large λ above.
-    Runs are the λ ablation's (see :func:`analysis.tables.ablation_rows`: selector ``method``, ρ at its default).
+    Runs are the λ ablation's (see :func:`analysis.paper_tables.ablation_rows`: selector ``method``, ρ at its default).
 
     Raises:
         LoadError: if fewer than two λ values have runs logging ``bots/selection/sampled_p_mean``.
@@ -305,7 +308,7 @@ def save_all(
             Default: accuracy and ETR, plus the estimator and λ figures for domains whose runs log what they need.
         method: the selector whose λ sweep the λ figure reads.
         methods: only these labels in the accuracy, ETR and estimator figures (``["paper"]``: the paper's five;
-            see :func:`analysis.tables.select_methods`); the λ figure always reads the whole λ sweep.
+            see :func:`analysis.paper_tables.select_methods`); the λ figure always reads the whole λ sweep.
 
     Raises:
         LoadError: if a requested figure cannot be drawn (names the domain and what is missing).

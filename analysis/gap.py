@@ -43,15 +43,23 @@ import numpy as np
 from bots_verl import runlog
 from bots_verl.core.selection_metrics import Interval, interval
 from bots_verl.fileio import markdown_table
+from bots_verl.runlog import (
+    AUC_METRIC,
+    BIAS_METRIC,
+    DEGENERATE_FIRST_METRIC,
+    ETR_METRIC,
+    EVER_SELECTED_METRIC,
+    PEARSON_METRIC,
+    POSTERIOR_MEAN_METRIC,
+    SAMPLED_P_METRIC,
+    SUCCESS_METRIC,
+    TOY_POOL_METRIC,
+)
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["GapReport", "RunSeries", "gap_report", "load_series", "main", "render"]
 
-ETR = "bots/batch/effective_task_ratio"
-SUCCESS = "bots/batch/success_rate"
-EVER = "bots/tasks_ever_selected"
-POOL_TRUTH = "train-pool/toy__arith/acc/exact"
 _RUN_DIR = re.compile(r"^(?P<arm>.+)_s(?P<seed>\d+)$")
 #: the steps that count as the start of training in the phase split
 EARLY_STEPS = 10
@@ -83,7 +91,7 @@ def _number(value: Any) -> float:
 
 
 def load_series(run_dir: str | Path, arm: str, seed: int) -> RunSeries:
-    """Read one run log; the training steps are those that logged :data:`ETR`.
+    """Read one run log; the training steps are those that logged :data:`~bots_verl.runlog.ETR_METRIC`.
 
     Raises:
         ValueError: no metrics file, a malformed line (:func:`bots_verl.runlog.iter_metrics`), or no training step.
@@ -91,9 +99,9 @@ def load_series(run_dir: str | Path, arm: str, seed: int) -> RunSeries:
     merged: dict[int, dict[str, Any]] = {}
     for step, data in runlog.iter_metrics(run_dir):
         merged.setdefault(step, {}).update(data)
-    steps = np.array(sorted(s for s, d in merged.items() if math.isfinite(_number(d.get(ETR)))), dtype=np.int64)
+    steps = np.array(sorted(s for s, d in merged.items() if math.isfinite(_number(d.get(ETR_METRIC)))), dtype=np.int64)
     if steps.size == 0:
-        raise ValueError(f"{run_dir}: no step logged {ETR}; not a training run log")
+        raise ValueError(f"{run_dir}: no step logged {ETR_METRIC}; not a training run log")
     return RunSeries(arm, seed, steps, merged)
 
 
@@ -119,14 +127,14 @@ def degenerate_split(run: RunSeries) -> tuple[float, float]:
     otherwise estimated by least squares of ``1 - ETR`` on the share of first visits per step (module docstring).
     NaN where the run gives no handle on one of them.
     """
-    first = run.series("bots/batch/degenerate_first_frac")
+    first = run.series(DEGENERATE_FIRST_METRIC)
     revisit = run.series("bots/batch/degenerate_revisit_frac")
     if np.isfinite(first).any() or np.isfinite(revisit).any():
         return _nanmean(first), _nanmean(revisit)
-    ever = run.series(EVER)
+    ever = run.series(EVER_SELECTED_METRIC)
     batch = _batch_size(run)
     new = np.diff(np.concatenate([[0.0], ever])) / batch
-    degenerate = 1.0 - run.series(ETR)
+    degenerate = 1.0 - run.series(ETR_METRIC)
     ok = np.isfinite(new) & np.isfinite(degenerate)
     design = np.column_stack([new[ok], 1.0 - new[ok]])
     if ok.sum() < 3 or np.linalg.matrix_rank(design) < 2:
@@ -137,9 +145,11 @@ def degenerate_split(run: RunSeries) -> tuple[float, float]:
 
 def _batch_size(run: RunSeries) -> float:
     """Tasks per step: the first step's distinct tasks (every task is new at step 1)."""
-    first = run.series(EVER)[0]
+    first = run.series(EVER_SELECTED_METRIC)[0]
     if not math.isfinite(first) or first <= 0:
-        raise ValueError(f"{run.arm}_s{run.seed}: {EVER} at the first step is {first}, not a batch size")
+        raise ValueError(
+            f"{run.arm}_s{run.seed}: {EVER_SELECTED_METRIC} at the first step is {first}, not a batch size"
+        )
     return float(first)
 
 
@@ -162,33 +172,33 @@ def _first_visit_share(run: RunSeries, late: bool = False) -> float:
     if np.isfinite(logged).any():
         x = logged
     else:
-        x = np.diff(np.concatenate([[0.0], run.series(EVER)])) / _batch_size(run)
+        x = np.diff(np.concatenate([[0.0], run.series(EVER_SELECTED_METRIC)])) / _batch_size(run)
     return _nanmean(x[run.steps > EARLY_STEPS] if late else x)
 
 
 def _tracking_error(run: RunSeries) -> float:
     """Mean |posterior pool-mean − the run's exact pool pass rate| at the evaluated steps (step 0 left out)."""
-    steps = [s for s in run.logged_steps(POOL_TRUTH) if s > 0]
-    post = run.series("bots/posterior/mean_avg", steps)
-    truth = run.series(POOL_TRUTH, steps)
+    steps = [s for s in run.logged_steps(TOY_POOL_METRIC) if s > 0]
+    post = run.series(POSTERIOR_MEAN_METRIC, steps)
+    truth = run.series(TOY_POOL_METRIC, steps)
     return _nanmean(np.abs(post - truth))
 
 
 def _pool_truth_change(run: RunSeries) -> float:
-    steps = run.logged_steps(POOL_TRUTH)
+    steps = run.logged_steps(TOY_POOL_METRIC)
     if len(steps) < 2:
         return math.nan
-    values = run.series(POOL_TRUTH, steps)
+    values = run.series(TOY_POOL_METRIC, steps)
     return float(values[-1] - values[0])
 
 
 #: (section, row label, arm role, per-run statistic)
 Row = tuple[str, str, str, Callable[[RunSeries], float]]
 ROWS: list[Row] = [
-    ("a", "ETR, all steps", "both", lambda r: _phase(r, ETR, "all")),
-    ("a", f"ETR, steps 1-{EARLY_STEPS}", "both", lambda r: _phase(r, ETR, "early")),
-    ("a", f"ETR, steps {EARLY_STEPS + 1}-end", "both", lambda r: _phase(r, ETR, "late")),
-    ("a", "batch success rate (observed)", "both", lambda r: _phase(r, SUCCESS, "all")),
+    ("a", "ETR, all steps", "both", lambda r: _phase(r, ETR_METRIC, "all")),
+    ("a", f"ETR, steps 1-{EARLY_STEPS}", "both", lambda r: _phase(r, ETR_METRIC, "early")),
+    ("a", f"ETR, steps {EARLY_STEPS + 1}-end", "both", lambda r: _phase(r, ETR_METRIC, "late")),
+    ("a", "batch success rate (observed)", "both", lambda r: _phase(r, SUCCESS_METRIC, "all")),
     (
         "a",
         "oracle: true pass rate of its picks",
@@ -201,9 +211,9 @@ ROWS: list[Row] = [
         "oracle",
         lambda r: _phase(r, "bots/oracle/selected_gap_max", "all"),
     ),
-    ("a", "BOTS: Thompson draw of its picks", "arm", lambda r: _phase(r, "bots/selection/sampled_p_mean", "all")),
-    ("a", "BOTS: draw minus observed rate", "arm", lambda r: _phase(r, "bots/selection/sampled_p_bias", "all")),
-    ("a", "distinct tasks trained by the last step", "both", lambda r: r.series(EVER)[-1]),
+    ("a", "BOTS: Thompson draw of its picks", "arm", lambda r: _phase(r, SAMPLED_P_METRIC, "all")),
+    ("a", "BOTS: draw minus observed rate", "arm", lambda r: _phase(r, BIAS_METRIC, "all")),
+    ("a", "distinct tasks trained by the last step", "both", lambda r: r.series(EVER_SELECTED_METRIC)[-1]),
     ("a", "share of a step's tasks never trained before", "both", _first_visit_share),
     (
         "a",
@@ -212,14 +222,14 @@ ROWS: list[Row] = [
         lambda r: _first_visit_share(r, late=True),
     ),
     ("b", "|posterior pool mean - own exact pool pass rate|", "arm", _tracking_error),
-    ("b", "posterior pool mean, all steps", "arm", lambda r: _phase(r, "bots/posterior/mean_avg", "all")),
+    ("b", "posterior pool mean, all steps", "arm", lambda r: _phase(r, POSTERIOR_MEAN_METRIC, "all")),
     ("b", "own exact pool pass rate, last minus first evaluation", "both", _pool_truth_change),
-    ("b", "implicit prediction vs batch rates: Pearson r", "arm", lambda r: _phase(r, "bots/estimator/pearson", "all")),
+    ("b", "implicit prediction vs batch rates: Pearson r", "arm", lambda r: _phase(r, PEARSON_METRIC, "all")),
     (
         "b",
         "implicit prediction vs batch rates: AUC (rate >= 0.5)",
         "arm",
-        lambda r: _phase(r, "bots/estimator/auc", "all"),
+        lambda r: _phase(r, AUC_METRIC, "all"),
     ),
     ("b", "implicit prediction vs batch rates: MAE", "arm", lambda r: _phase(r, "bots/implicit/batch_mae", "all")),
     (
@@ -285,8 +295,7 @@ def gap_report(root: str | Path, arm: str = "bots", oracle: str = "oracle", base
         if cells:
             rows.append((section, label, cells))
     split_source = {
-        a: "logged" if np.isfinite(runs[a][0].series("bots/batch/degenerate_first_frac")).any() else "regression"
-        for a in arms
+        a: "logged" if np.isfinite(runs[a][0].series(DEGENERATE_FIRST_METRIC)).any() else "regression" for a in arms
     }
     return GapReport(arm, seeds, arms, rows, split_source)
 

@@ -35,9 +35,6 @@ from bots_verl import runlog
 
 __all__ = [
     "ACC_PATTERN",
-    "ETR_METRIC",
-    "ROLLOUTS_METRIC",
-    "STEP_TIME_METRIC",
     "LoadError",
     "Run",
     "accuracy_metric",
@@ -52,9 +49,6 @@ logger = logging.getLogger(__name__)
 
 #: verl's validation accuracy: ``val-core/<data_source>/acc/mean@<n>``.
 ACC_PATTERN = re.compile(r"^val-core/(?P<source>.+)/acc/mean@(?P<n>\d+)$")
-ETR_METRIC = "bots/batch/effective_task_ratio"
-ROLLOUTS_METRIC = "bots/rollouts"
-STEP_TIME_METRIC = "timing_s/step"
 
 #: A parameter count in a model name: ``Qwen2.5-1.5B-Instruct`` -> 1.5.
 MODEL_SIZE = re.compile(r"(?<![\d.])(?P<size>\d+(?:\.\d+)?)[bB](?![a-zA-Z])")

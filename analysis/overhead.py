@@ -24,14 +24,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from analysis import loader, render
-from analysis.loader import STEP_TIME_METRIC, LoadError, Run
+from analysis.loader import LoadError, Run
 from analysis.table_model import display, row_labeller, row_sort_key
 from bots_verl.core import selection_metrics as core
+from bots_verl.runlog import SELECT_MS_METRIC, STEP_TIME_METRIC, UPDATE_MS_METRIC
 
 __all__ = ["OverheadTable", "RunOverhead", "overhead_table", "run_overhead", "to_grid"]
 
-SELECT_MS = "bots/select_ms"
-UPDATE_MS = "bots/update_ms"
 TRAINER_MS = ("bots/select_roundtrip_ms", "bots/update_roundtrip_ms", "bots/read_ms")
 
 
@@ -58,11 +57,11 @@ def run_overhead(run: Run) -> RunOverhead:
     Raises:
         LoadError: if the run never logged ``bots/select_ms`` and ``bots/update_ms`` (names the run).
     """
-    for metric in (SELECT_MS, UPDATE_MS):
+    for metric in (SELECT_MS_METRIC, UPDATE_MS_METRIC):
         run.column(metric)  # raises a LoadError naming the run and the metric
     frame = run.metrics
     training = frame.index[frame.index > 0]
-    algo_cols = [SELECT_MS, UPDATE_MS]
+    algo_cols = [SELECT_MS_METRIC, UPDATE_MS_METRIC]
     algo_ok = training[np.isfinite(frame.loc[training, algo_cols].astype(np.float64)).all(axis=1).to_numpy()]
     algo = _sum_over(run, algo_cols, algo_ok)
     has_trainer = all(run.has(m) for m in TRAINER_MS)
@@ -84,8 +83,8 @@ def run_overhead(run: Run) -> RunOverhead:
                 both = trainer_ok[np.isfinite(step.reindex(trainer_ok).to_numpy())]
                 trainer_total = 1e3 * float(step.reindex(both).sum())
                 trainer_share = float(_sum_over(run, TRAINER_MS, both).sum()) / trainer_total
-    sel = frame[SELECT_MS].astype(np.float64).reindex(algo_ok)
-    upd = frame[UPDATE_MS].astype(np.float64).reindex(algo_ok)
+    sel = frame[SELECT_MS_METRIC].astype(np.float64).reindex(algo_ok)
+    upd = frame[UPDATE_MS_METRIC].astype(np.float64).reindex(algo_ok)
     return RunOverhead(
         select_ms=float(sel.mean()),
         update_ms=float(upd.mean()),

@@ -18,7 +18,7 @@ What is read, per run log (``meta.json``, written by ``bots_verl.main``):
   benchmark, or from the benchmark's ``data/manifest.json``).
 
 What the run logs do not say, the samples per task and the models of a full labelling, comes from the benchmark's
-data profile (:func:`toy_settings`: the toy's ``bots_verl.toy.prepare.PROFILES[...].reference_n`` and its
+data profile (:func:`toy_settings`: the toy's ``bots_verl.toy.build_profiles.BUILD_PROFILES[...].reference_n`` and its
 ``REFERENCE_COLUMNS``) or from the caller.
 """
 
@@ -32,8 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.loader import ROLLOUTS_METRIC, LoadError, Run
+from analysis.loader import LoadError, Run
 from bots_verl import runlog
+from bots_verl.runlog import ROLLOUTS_METRIC
 
 logger = logging.getLogger(__name__)
 
@@ -212,16 +213,16 @@ def reference_costs(
 def toy_settings(summary: Mapping[str, Any]) -> ReferenceSettings | None:
     """The toy benchmark's reference settings: its data profile's ``reference_n`` and the toy's two reference models
     (``bots_verl.toy.prepare``); None when the summary names no known data profile."""
-    from bots_verl.toy.prepare import PROFILES, REFERENCE_COLUMNS
+    from bots_verl.toy.build_profiles import BUILD_PROFILES, REFERENCE_COLUMNS
 
     profile = summary.get("profile")
     name = profile.get("data_profile") if isinstance(profile, Mapping) else None
-    if name not in PROFILES:
+    if name not in BUILD_PROFILES:
         return None
     return ReferenceSettings(
-        PROFILES[name].reference_n,
+        BUILD_PROFILES[name].reference_n,
         len(REFERENCE_COLUMNS),
-        f"the toy's data profile {name!r}: reference_n = {PROFILES[name].reference_n} samples per task at "
+        f"the toy's data profile {name!r}: reference_n = {BUILD_PROFILES[name].reference_n} samples per task at "
         f"temperature 1, {len(REFERENCE_COLUMNS)} reference models ({', '.join(REFERENCE_COLUMNS)})",
     )
 

@@ -1,6 +1,6 @@
 """Render a grid of strings (header, rows, caption) as GitHub markdown or a booktabs LaTeX table.
 
-The paper's tables (:mod:`analysis.tables`), the place counts (:mod:`analysis.places`) and the overhead table
+The paper's tables (:mod:`analysis.paper_tables`), the place counts (:mod:`analysis.places`) and the overhead table
 (:mod:`analysis.overhead`) all end up as such a grid; this module is the one place that formats them.
 """
 

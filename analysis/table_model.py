@@ -1,6 +1,6 @@
 """What a computed table holds, and how its rows are named and ordered.
 
-The paper's tables (:mod:`analysis.tables`), the place counts (:mod:`analysis.places`), the overhead table
+The paper's tables (:mod:`analysis.paper_tables`), the place counts (:mod:`analysis.places`), the overhead table
 (:mod:`analysis.overhead`) and the figures (:mod:`analysis.figures`) name a run's row the same way, so a figure's line
 and a table's row with the same name hold the same runs. This module sits below all of them.
 """

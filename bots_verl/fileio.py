@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "TEMP_MARK",
+    "OLD_MARK",
     "LockError",
     "OutputLock",
     "clean_stale_temps",
@@ -63,6 +64,8 @@ __all__ = [
 
 #: What stands between an output's name and its writer tag in a temporary name: ``.<name>.tmp-<host>-<pid>``.
 TEMP_MARK = ".tmp-"
+#: The same for a directory that a new one is replacing, moved aside until the new one is in: ``.<name>.old-<tag>``.
+OLD_MARK = ".old-"
 
 _TAG = re.compile(r"^(?P<host>.+)-(?P<pid>[0-9]+)$")
 
@@ -155,7 +158,9 @@ def publishing(path: str | os.PathLike[str]) -> Iterator[Path]:
 
     The caller writes a file (or builds a directory) at the yielded path. Publishing flushes it to disk, renames it
     onto ``path`` and flushes the directory; an exception instead removes the temporary and propagates. A directory
-    replaces only a missing or empty ``path`` (``os.replace``).
+    that replaces a directory takes two renames: the old one moves aside (``.<name>.old-<tag>``), the new one moves in,
+    then the old one is deleted; a writer killed between the two renames leaves ``path`` missing and the old one
+    aside, and :func:`clean_stale_temps` puts it back.
 
     Args:
         path: The output.
@@ -166,15 +171,29 @@ def publishing(path: str | os.PathLike[str]) -> Iterator[Path]:
     path = Path(path)
     tmp = temp_path(path)
     _remove(tmp)
+    old = None
     try:
         yield tmp
         _fsync_tree(tmp)
-        os.replace(tmp, path)
+        if tmp.is_dir() and path.is_dir() and not path.is_symlink():
+            # os.replace cannot replace a directory that holds files: move it aside first, and back on failure
+            old = path.with_name(f".{path.name}{OLD_MARK}{writer_tag()}")
+            os.rename(path, old)
+            try:
+                os.rename(tmp, path)
+            except BaseException:
+                os.rename(old, path)
+                old = None
+                raise
+        else:
+            os.replace(tmp, path)
     except BaseException:
         _remove(tmp)
         raise
     # The rename itself is only durable once the directory entry is flushed.
     fsync_dir(path.parent)
+    if old is not None:
+        shutil.rmtree(old)
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
@@ -205,23 +224,31 @@ def write_table_atomic(table: pa.Table, path: str | os.PathLike[str]) -> None:
 def clean_stale_temps(path: str | os.PathLike[str]) -> tuple[list[str], list[str]]:
     """Remove the temporaries of ``path`` that killed writers left; report those that cannot be judged.
 
+    A directory that a killed writer had moved aside (:func:`publishing`) is put back when ``path`` is missing (the
+    writer died between its two renames, so nothing replaced it), and removed otherwise.
+
     Args:
         path: The output.
 
     Returns:
-        ``(removed, kept)``: removed, temporaries whose writer (this host) is gone; kept, those of another host or a
-        live process.
+        ``(removed, kept)``: removed, temporaries whose writer (this host) is gone (and directories put back);
+        kept, those of another host or a live process.
     """
     path = Path(path)
-    prefix = f".{path.name}{TEMP_MARK}"
     removed: list[str] = []
     kept: list[str] = []
-    for tmp in sorted(path.parent.glob(f"{glob.escape(prefix)}*")):
-        if is_stale_tag(tmp.name[len(prefix) :]):
-            _remove(tmp)
+    for mark in (OLD_MARK, TEMP_MARK):
+        prefix = f".{path.name}{mark}"
+        for tmp in sorted(path.parent.glob(f"{glob.escape(prefix)}*")):
+            if not is_stale_tag(tmp.name[len(prefix) :]):
+                kept.append(str(tmp))
+                continue
+            if mark == OLD_MARK and not path.exists():
+                os.rename(tmp, path)
+                logger.warning("%s: put back the previous outputs from %s (a killed writer left them)", path, tmp)
+            else:
+                _remove(tmp)
             removed.append(str(tmp))
-        else:
-            kept.append(str(tmp))
     return removed, kept
 
 

@@ -28,12 +28,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bots_verl.runlog import ETR_METRIC
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["MARKER", "check_out_dir", "main", "posterior_by_size", "run_quickstart"]
 
 ARMS = ("random", "bots")
-ETR = "bots/batch/effective_task_ratio"
 #: written into each run folder the quickstart creates: the only folders a later quickstart deletes
 MARKER = ".bots_quickstart_run"
 
@@ -60,7 +61,7 @@ def check_out_dir(out: Path) -> None:
 
 
 def _train(manifest: dict[str, Any], arm: str, steps: int, out: Path, timeout: float) -> Path:
-    from bots_verl.toy.benchmark import PROFILES, training_overrides
+    from bots_verl.toy.arms import PROFILES, training_overrides
     from bots_verl.verl_cpu.smoke import run_training
 
     profile = dataclasses.replace(PROFILES["headline"], steps=steps, eval_every=steps)
@@ -134,7 +135,7 @@ def run_quickstart(out: Path, steps: int, timeout: float = 900.0) -> dict[str, A
     final = runs["bots"] / "ckpt" / f"global_step_{steps}" / "data.pt"
     return {
         "steps": steps,
-        "mixed": {arm: {s: m.get(ETR) for s, m in sorted(c.items())} for arm, c in curves.items()},
+        "mixed": {arm: {s: m.get(ETR_METRIC) for s, m in sorted(c.items())} for arm, c in curves.items()},
         "posterior": posterior_by_size(final, out / "data"),
         "runs": {arm: str(run_dir / "run") for arm, run_dir in runs.items()},
     }

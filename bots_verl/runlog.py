@@ -51,12 +51,31 @@ from bots_verl.core.defaults import PAPER_BOTS
 from bots_verl.fileio import write_json_atomic
 
 __all__ = [
+    "AUC_METRIC",
+    "BIAS_METRIC",
+    "DEGENERATE_FIRST_METRIC",
+    "ETR_METRIC",
+    "EVER_SELECTED_METRIC",
     "FORMAT",
     "METHODS",
     "PAPER_METHODS",
     "VERSION",
     "MethodSpec",
+    "OBSERVED_P_METRIC",
+    "PEARSON_METRIC",
+    "POSTERIOR_MEAN_METRIC",
+    "ROLLOUTS_METRIC",
     "RunWriter",
+    "SAMPLED_P_METRIC",
+    "SELECT_MS_METRIC",
+    "SIM_BATCH_TRUE_P_METRIC",
+    "SIM_TRUE_P_METRIC",
+    "STEP_TIME_METRIC",
+    "SUCCESS_METRIC",
+    "TOY_EXACT_METRIC",
+    "TOY_GREEDY_METRIC",
+    "TOY_POOL_METRIC",
+    "UPDATE_MS_METRIC",
     "check_accuracy",
     "iter_metrics",
     "logged_metrics_files",
@@ -68,6 +87,42 @@ __all__ = [
     "rotate_metrics",
     "write_meta",
 ]
+
+# ------------------------------------------------------------------------------------------------ metric keys
+# Every reader and writer of a run log names a metric through these constants, so a key is spelled in one place.
+#: per-step effective task ratio: the share of the trained groups that are mixed (neither all right nor all wrong)
+ETR_METRIC = "bots/batch/effective_task_ratio"
+#: successes over rollouts of the step's trained groups
+SUCCESS_METRIC = "bots/batch/success_rate"
+#: the share of first-visit groups that came back all 0 or all 1
+DEGENERATE_FIRST_METRIC = "bots/batch/degenerate_first_frac"
+#: rollouts spent this step
+ROLLOUTS_METRIC = "bots/rollouts"
+#: milliseconds the selector's ``select`` and ``update`` took this step
+SELECT_MS_METRIC = "bots/select_ms"
+UPDATE_MS_METRIC = "bots/update_ms"
+#: tasks selected at least once so far
+EVER_SELECTED_METRIC = "bots/tasks_ever_selected"
+#: the pool's mean posterior mean
+POSTERIOR_MEAN_METRIC = "bots/posterior/mean_avg"
+#: the interpolation plug-in's quality against the trained batch's pass rates
+PEARSON_METRIC = "bots/estimator/pearson"
+AUC_METRIC = "bots/estimator/auc"
+#: the selected tasks' mean Thompson-sampled p, their observed pass rate, and the gap between the two
+SAMPLED_P_METRIC = "bots/selection/sampled_p_mean"
+OBSERVED_P_METRIC = "bots/selection/observed_p_mean"
+BIAS_METRIC = "bots/selection/sampled_p_bias"
+#: wall-clock seconds of the step (verl's; real runs only)
+STEP_TIME_METRIC = "timing_s/step"
+#: the simulator's true success probability: of the last select()'s batch, and of every task generated this step
+SIM_TRUE_P_METRIC = "sim/true_p_mean"
+SIM_BATCH_TRUE_P_METRIC = "sim/batch_true_p_mean"
+#: the toy testbed's evaluations (bots_verl.toy.evaluate): the expected held-out accuracy of one temperature-1 sample
+#: per prompt (verl's ``mean@1`` without its noise), held-out accuracy of greedy decoding, and the expected accuracy
+#: over the whole training pool (what GRPO optimises; selection decides where it is spent)
+TOY_EXACT_METRIC = "val-core/toy__arith/acc/exact"
+TOY_GREEDY_METRIC = "val-core/toy__arith/acc/greedy"
+TOY_POOL_METRIC = "train-pool/toy__arith/acc/exact"
 
 FORMAT = "bots-verl-run"
 VERSION = 1
@@ -306,6 +361,9 @@ PAPER_METHODS: tuple[MethodSpec, ...] = (
         {},
         "paper Sec. 4; authors' Trinity selector offline_easy2hard: reference pass rates, easiest first",
     ),
+    # The paper's BOTS-MoPPS row is the ``bots`` selector at lam = 0: not the registered ``mopps`` selector, which keeps
+    # BOTS' forgetting (lam = 0.1, rho = 0). Both names are in archived runs (the recipes' METHOD=bots_mopps, the toy
+    # benchmark's mopps arm), so both labels stay and mean what they always meant.
     MethodSpec(
         "bots_mopps",
         "BOTS-MoPPS",

@@ -26,16 +26,16 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
-from analysis import LoadError, figures, load_runs, tables
+from analysis import LoadError, figures, load_runs, paper_tables, table_text
 
 RUNS = Path(os.environ.get("BOTS_RUNS", "runs"))
 METHOD = os.environ.get("BOTS_ABLATION_METHOD", "bots")
 runs = load_runs([RUNS])
 
 # %%
-for param in tables.ABLATION_PARAMS:
+for param in paper_tables.ABLATION_PARAMS:
     try:
-        display(Markdown(tables.to_markdown(tables.ablation_table(runs, param, method=METHOD))))
+        display(Markdown(table_text.to_markdown(paper_tables.ablation_table(runs, param, method=METHOD))))
     except LoadError as exc:
         print(f"no {param} ablation: {exc}")
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
-from analysis import LoadError, figures, load_runs, overhead, places, render, tables
+from analysis import LoadError, figures, load_runs, overhead, paper_tables, places, render, table_text
 
 RUNS = Path(os.environ.get("BOTS_RUNS", "runs"))
 runs = load_runs([RUNS])
@@ -37,8 +37,8 @@ print(f"{len(runs)} runs from {RUNS}; domains {domains}; labels {sorted({run.lab
 # ## Main table and first/second places
 
 # %%
-main = tables.main_table(runs)
-display(Markdown(tables.to_markdown(main)))
+main = paper_tables.main_table(runs)
+display(Markdown(table_text.to_markdown(main)))
 display(Markdown(render.to_markdown(places.to_grid(places.place_counts(main)))))
 
 # %% [markdown]

@@ -316,7 +316,7 @@ def _check_truth_source(spec: str) -> None:
     need = (
         "pass_rate_oracle in a verl run reads the true pass rates from a truth source, "
         "+bots.hparams.truth_source='package.module:factory' (a factory(num_tasks, **truth_args) returning a callable "
-        "that gives the pass rates; the toy's is bots_verl.toy.oracle:RolloutServerTruth)"
+        "that gives the pass rates; the toy's is bots_verl.toy.rollout_truth:RolloutServerTruth)"
     )
     if not spec:
         raise ValueError(f"bots.hparams.truth_source is not set: {need}")

@@ -2,7 +2,7 @@
 
 Every selector holds a few float64 arrays over the whole pool and allocates a few more while it selects or updates. Each
 class states its bytes per task (``bytes_per_task``), measured as the peak that ``tracemalloc`` sees while building the
-selector, selecting and updating (``python -m bots_verl.benchmarks.selector_speed --memory`` prints the measurement, and
+selector, selecting and updating (``python -m bots_verl.speed.selector_speed --memory`` prints the measurement, and
 a test keeps the stated figures above it). A selector whose pool would need more than the memory available is refused
 when it is built, with the estimate in the message, instead of failing hours later in an update.
 """

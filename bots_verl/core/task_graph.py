@@ -11,7 +11,7 @@ states of the prompts at step 0, or a small text encoder's), nothing hand-made f
 - :func:`choose_labelled`: which tasks to label when the labelling budget is a fraction of the pool.
 
 The ``neighbours`` implicit-evidence plug-in (:mod:`bots_verl.core.ours.neighbour_evidence`) propagates each step's
-explicit evidence over the same graph. Costs at 100k tasks: ``python -m bots_verl.benchmarks.similarity_cost``.
+explicit evidence over the same graph. Costs at 100k tasks: ``python -m bots_verl.speed.similarity_cost``.
 """
 
 from __future__ import annotations

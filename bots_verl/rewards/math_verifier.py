@@ -21,7 +21,8 @@ import threading
 import time
 
 from bots_verl.rewards._harness import read_frame, write_frame
-from bots_verl.rewards.sandbox import Channel, ChannelClosed, DeadlineExceeded, kill_session
+from bots_verl.rewards.sandbox import kill_session
+from bots_verl.rewards.sandbox_channel import Channel, ChannelClosed, DeadlineExceeded
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))

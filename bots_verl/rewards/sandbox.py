@@ -22,12 +22,13 @@ mounts, because processes of uid 0 are exempt from RLIMIT_NPROC.
 ``isolation="none"`` runs the program as a plain subprocess with the same limits and a private temp directory but
 none of the namespaces; it must be asked for (reward kwarg or ``BOTS_CODE_ISOLATION=none``) and says so loudly once.
 Where bubblewrap is missing or does not work, code scoring raises :class:`SandboxUnavailableError`: it never falls
-back to running model code unconfined.
+back to running model code unconfin
+The channel to a sandbox is :mod:`bots_verl.rewards.sandbox_channel`, the concurrency limit and uids
+:mod:`bots_verl.rewards.sandbox_slots`, and the check that isolation works here :mod:`bots_verl.rewards.sandbox_checks`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import fcntl
 import json
@@ -41,37 +42,32 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from bots_verl.rewards import _harness
 from bots_verl.rewards._seccomp import filter_program
+from bots_verl.rewards.sandbox_channel import Channel
+from bots_verl.rewards.sandbox_slots import ROOT_UIDS
+
+__all__ = [
+    "ISOLATIONS",
+    "Limits",
+    "Sandbox",
+    "SandboxUnavailableError",
+    "bwrap_argv",
+    "bwrap_binary",
+    "kill_session",
+    "launch",
+    "resolve_isolation",
+    "sandbox_python",
+]
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
 
-__all__ = [
-    "ISOLATIONS",
-    "Channel",
-    "ChannelClosed",
-    "DeadlineExceeded",
-    "Limits",
-    "Sandbox",
-    "SandboxUnavailableError",
-    "check_isolation",
-    "concurrency_slot",
-    "concurrency_slot_check",
-    "kill_session",
-    "launch",
-    "resolve_isolation",
-]
-
 ISOLATIONS = ("bwrap", "none")
 ENV_ISOLATION = "BOTS_CODE_ISOLATION"
 ENV_BWRAP = "BOTS_BWRAP"
-ENV_MAX_CONCURRENT = "BOTS_CODE_MAX_CONCURRENT"
 
 _HARNESS_SOURCE = Path(_harness.__file__).read_text(encoding="utf-8")
 # The harness travels compiled, in a sealed memfd each sandbox reads and closes first thing (saves compiling 25 KB of
@@ -81,23 +77,12 @@ _HARNESS_FD: int | None = None
 _HARNESS_SIZE = 0
 _HARNESS_LOCK = threading.Lock()
 _SECCOMP = filter_program()
-# Root-run sandboxes drop to uid BASE + (pid << 8) + slot: unique per live sandbox on the machine (pid < 2**22).
-_UID_BASE = 1 << 31
-_UID_SLOTS = 256
 # Seconds an idle harness gets to exit on end of file before it is killed.
 _GRACE_S = 1.0
 
 
 class SandboxUnavailableError(RuntimeError):
     """Isolation was asked for but does not work here (a setup problem, not a property of the model's output)."""
-
-
-class ChannelClosed(Exception):
-    """The sandbox ended, or sent something that is not a frame."""
-
-
-class DeadlineExceeded(Exception):
-    """The answer's time ran out."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,195 +119,6 @@ def resolve_isolation(isolation: str | None) -> str:
     if name not in ISOLATIONS:
         raise ValueError(f"code isolation must be one of {ISOLATIONS}, got {name!r}")
     return name
-
-
-# ------------------------------------------------------------------------------------------------- concurrency
-_SEMAPHORE: threading.BoundedSemaphore | None = None
-_SEMAPHORE_LOCK = threading.Lock()
-
-
-def _semaphore() -> threading.BoundedSemaphore:
-    """The process-wide semaphore of :func:`concurrency_slot`, made on first use.
-
-    Raises:
-        ValueError: ``$BOTS_CODE_MAX_CONCURRENT`` out of range.
-    """
-    global _SEMAPHORE
-    with _SEMAPHORE_LOCK:
-        if _SEMAPHORE is None:
-            slots = int(os.environ.get(ENV_MAX_CONCURRENT) or min(2 * (os.cpu_count() or 1), _UID_SLOTS // 4))
-            # A functional answer holds two sandboxes; each live sandbox of a root-run scorer needs a uid slot.
-            if not 1 <= slots <= _UID_SLOTS // 2:
-                raise ValueError(f"{ENV_MAX_CONCURRENT} must be between 1 and {_UID_SLOTS // 2}, got {slots}")
-            _SEMAPHORE = threading.BoundedSemaphore(slots)
-        return _SEMAPHORE
-
-
-def concurrency_slot_check() -> None:
-    """Validate ``$BOTS_CODE_MAX_CONCURRENT`` (raises ``ValueError``) before any model output is looked at."""
-    _semaphore()
-
-
-@contextlib.contextmanager
-def concurrency_slot() -> Iterator[None]:
-    """Hold one of ``$BOTS_CODE_MAX_CONCURRENT`` (default: twice the CPU count, at most 64) slots for running code.
-
-    verl calls the reward from a thread pool of up to 32 threads per reward worker; without a cap, 32 programs at
-    1 GiB each would run at once, and wall-clock limits would fail honest programs starved of CPU. A sandbox spends
-    part of its life waiting on the kernel (namespaces, fork, pipes), so two per CPU keep the CPUs busy. Waiting for
-    a slot does not count against an answer's time limit.
-
-    Raises:
-        ValueError: ``$BOTS_CODE_MAX_CONCURRENT`` out of range.
-    """
-    with _semaphore():
-        yield
-
-
-class _UidSlots:
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._free = list(range(_UID_SLOTS))
-
-    def take(self) -> int:
-        with self._lock:
-            if not self._free:
-                raise RuntimeError(f"more than {_UID_SLOTS} sandboxes at once in one process")
-            slot = self._free.pop()
-        return _UID_BASE + ((os.getpid() & 0x3FFFFF) << 8) + slot
-
-    def give(self, uid: int) -> None:
-        with self._lock:
-            self._free.append((uid - _UID_BASE) & (_UID_SLOTS - 1))
-
-
-_UIDS = _UidSlots()
-
-
-# ------------------------------------------------------------------------------------------------- channel
-class Channel:
-    """Length-prefixed JSON frames over a pair of pipes, every operation bounded by a deadline."""
-
-    def __init__(self, write_fd: int | None, read_fd: int | None) -> None:
-        self.write_fd, self.read_fd = write_fd, read_fd
-        self._buffer = bytearray()
-        # One selector per direction: a writable pipe is almost always ready, and waiting for it together with the
-        # reading end would turn every wait for a reply into a busy loop.
-        self._selectors: dict[int, selectors.BaseSelector] = {}
-        for fd, event in ((write_fd, selectors.EVENT_WRITE), (read_fd, selectors.EVENT_READ)):
-            if fd is not None:
-                os.set_blocking(fd, False)
-                self._selectors[fd] = selectors.DefaultSelector()
-                self._selectors[fd].register(fd, event)
-
-    def _wait(self, fd: int, deadline: float) -> None:
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise DeadlineExceeded
-            if self._selectors[fd].select(remaining):
-                return
-
-    def send(self, obj: Any, deadline: float) -> None:
-        """Write one frame.
-
-        Raises:
-            DeadlineExceeded, ChannelClosed.
-        """
-        assert self.write_fd is not None
-        payload = json.dumps(obj, separators=(",", ":"), allow_nan=False).encode("utf-8")
-        view = memoryview(_harness.HEADER.pack(len(payload)) + payload)
-        while view:
-            self._wait(self.write_fd, deadline)
-            try:
-                view = view[os.write(self.write_fd, view) :]
-            except BlockingIOError:
-                continue
-            except OSError as err:  # BrokenPipeError: the sandbox is gone
-                raise ChannelClosed(str(err)) from err
-
-    def _fill(self, size: int, deadline: float) -> None:
-        assert self.read_fd is not None
-        while len(self._buffer) < size:
-            self._wait(self.read_fd, deadline)
-            try:
-                chunk = os.read(self.read_fd, max(size - len(self._buffer), 1 << 16))
-            except BlockingIOError:
-                continue
-            except OSError as err:
-                raise ChannelClosed(str(err)) from err
-            if not chunk:
-                raise ChannelClosed("end of stream")
-            self._buffer += chunk
-
-    def recv(self, deadline: float, max_bytes: int) -> Any:
-        """Read one frame of at most ``max_bytes`` bytes.
-
-        Raises:
-            DeadlineExceeded, ChannelClosed (also for an oversized frame or one that is not JSON).
-        """
-        head = _harness.HEADER.size
-        self._fill(head, deadline)
-        (size,) = _harness.HEADER.unpack(bytes(self._buffer[:head]))
-        if size > max_bytes:
-            raise ChannelClosed(f"frame of {size} bytes exceeds {max_bytes}")
-        self._fill(head + size, deadline)
-        payload = self._buffer[head : head + size]  # one copy (json reads a bytearray as well as bytes)
-        del self._buffer[: head + size]
-        try:
-            return json.loads(payload)
-        except (ValueError, RecursionError) as err:  # not JSON, or nested too deeply for the decoder
-            raise ChannelClosed("malformed frame") from err
-
-    def recv_raw(self, size: int, deadline: float) -> bytearray:
-        """Read exactly ``size`` raw bytes (the payload a frame has announced) into one buffer of that size.
-
-        The caller bounds ``size``; nothing beyond it is read from the pipe, so the buffer is all this costs.
-
-        Raises:
-            DeadlineExceeded, ChannelClosed.
-        """
-        assert self.read_fd is not None
-        data = bytearray(size)
-        with memoryview(data) as view:
-            # Bytes read ahead together with the frame come first.
-            filled = min(size, len(self._buffer))
-            view[:filled] = self._buffer[:filled]
-            del self._buffer[:filled]
-            while filled < size:
-                self._wait(self.read_fd, deadline)
-                try:
-                    count = os.readv(self.read_fd, [view[filled:]])
-                except BlockingIOError:
-                    continue
-                except OSError as err:
-                    raise ChannelClosed(str(err)) from err
-                if not count:
-                    raise ChannelClosed("end of stream")
-                filled += count
-        return data
-
-    def close_writer(self) -> None:
-        """Close the writing end (the other side reads end of file)."""
-        if self.write_fd is not None:
-            self._selectors.pop(self.write_fd).close()
-            try:
-                os.close(self.write_fd)
-            except OSError:
-                pass
-            self.write_fd = None
-
-    def close(self) -> None:
-        self.close_writer()
-        for selector in self._selectors.values():
-            selector.close()
-        self._selectors.clear()
-        if self.read_fd is not None:
-            try:
-                os.close(self.read_fd)
-            except OSError:
-                pass
-            self.read_fd = None
 
 
 # ------------------------------------------------------------------------------------------------- sandbox
@@ -402,7 +198,7 @@ class Sandbox:
                 logger.error("bubblewrap did not exit within 10 s of being killed")
         self.channel.close()
         if self._uid is not None:
-            _UIDS.give(self._uid)
+            ROOT_UIDS.give(self._uid)
             self._uid = None
         if self._workdir is not None:
             _remove_tree(self._workdir)
@@ -430,7 +226,7 @@ def _remove_tree(path: str) -> None:
         logger.warning("could not remove the code sandbox directory %s", path)
 
 
-def _bwrap_binary() -> str | None:
+def bwrap_binary() -> str | None:
     """``$BOTS_BWRAP``, else ``bwrap`` on PATH or in /usr/bin; ``None`` when that is not an executable file."""
     found = os.environ.get(ENV_BWRAP) or shutil.which("bwrap") or "/usr/bin/bwrap"
     return found if os.path.isfile(found) and os.access(found, os.X_OK) else None
@@ -463,7 +259,7 @@ def _seccomp_pipe() -> int | None:
     return read_fd
 
 
-def _sandbox_python() -> str:
+def sandbox_python() -> str:
     """The interpreter for programs: the real binary behind this Python (a venv's site-packages stay outside)."""
     return os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
 
@@ -493,7 +289,8 @@ def _read_only_binds(python: str) -> list[str]:
     return args
 
 
-def _bwrap_argv(bwrap: str, python: str, limits: Limits, info_fd: int, as_root: bool) -> list[str]:
+def bwrap_argv(bwrap: str, python: str, limits: Limits, info_fd: int, as_root: bool) -> list[str]:
+    """The bubblewrap command line of one sandbox (namespaces, mounts, seccomp), up to the program it runs."""
     argv = [bwrap, "--die-with-parent", "--new-session"]
     argv += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     if as_root:
@@ -547,19 +344,19 @@ def launch(
     Returns:
         The running :class:`Sandbox`; always :meth:`Sandbox.close` it.
     """
-    python = _sandbox_python()
+    python = sandbox_python()
     code_fd, code_size = _harness_fd()
     tail = [python, "-I", "-S", "-c", _BOOTSTRAP.format(size=code_size), str(code_fd), role]
     pass_fds = (*pass_fds, code_fd)
     info_fd = uid = workdir = seccomp_fd = None
     if isolation == "bwrap":
-        bwrap = _bwrap_binary()
+        bwrap = bwrap_binary()
         if bwrap is None:
             raise SandboxUnavailableError("bubblewrap (bwrap) not found")
         as_root = os.geteuid() == 0
-        uid = _UIDS.take() if as_root else None
+        uid = ROOT_UIDS.take() if as_root else None
         info_fd, info_w = os.pipe()
-        argv = _bwrap_argv(bwrap, python, limits, info_w, as_root)
+        argv = bwrap_argv(bwrap, python, limits, info_w, as_root)
         seccomp_fd = _seccomp_pipe()
         if seccomp_fd is not None:
             argv[-1:-1] = ["--seccomp", str(seccomp_fd)]
@@ -588,7 +385,7 @@ def launch(
             if fd is not None:
                 os.close(fd)
         if uid is not None:
-            _UIDS.give(uid)
+            ROOT_UIDS.give(uid)
         if workdir is not None:
             _remove_tree(workdir)
         raise
@@ -608,102 +405,3 @@ def launch(
         proc.stdout = None
     channel = Channel(write_fd, read_fd)
     return Sandbox(proc, channel, info_fd, uid, workdir)
-
-
-# ------------------------------------------------------------------------------------------------- checks
-_CHECKED: dict[str, BaseException | None] = {}
-_CHECK_LOCK = threading.Lock()
-
-
-def check_isolation(isolation: str) -> None:
-    """Make sure ``isolation`` works here, once per process (thread-safe).
-
-    ``bwrap`` starts one probe sandbox and checks what the program would see: no network, no foreign processes, a
-    non-root uid, only ``/tmp`` writable, an empty environment. ``none`` logs a loud warning once.
-
-    Raises:
-        SandboxUnavailableError: bubblewrap is missing, fails to start, or does not isolate as promised.
-    """
-    with _CHECK_LOCK:
-        if isolation not in _CHECKED:
-            try:
-                if isolation == "none":
-                    logger.warning(
-                        "CODE ANSWERS RUN UNCONFINED (isolation='none'): model-written programs can read and write "
-                        "your files, use the network and leave processes behind. Install bubblewrap or use a "
-                        "SandboxFusion server for training."
-                    )
-                else:
-                    _probe_bwrap()
-                _CHECKED[isolation] = None
-            except SandboxUnavailableError as err:
-                _CHECKED[isolation] = err
-        error = _CHECKED[isolation]
-    if error is not None:
-        raise error
-
-
-def _probe_bwrap() -> None:
-    hint = (
-        "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; unprivileged users also need user "
-        "namespaces enabled), or score code on a SandboxFusion server (reward kwarg sandbox_fusion_url), or accept "
-        f"running model code unconfined with {ENV_ISOLATION}=none / reward kwarg isolation=none"
-    )
-    if _bwrap_binary() is None:
-        raise SandboxUnavailableError(f"bubblewrap (bwrap) is not installed: {hint}")
-    box = launch("probe", {}, "bwrap", Limits())
-    try:
-        report = box.channel.recv(time.monotonic() + 30, 1 << 20)
-    except (ChannelClosed, DeadlineExceeded) as err:
-        box.close()
-        detail = _bwrap_error()
-        raise SandboxUnavailableError(f"bubblewrap does not start a sandbox here ({detail or err}): {hint}") from err
-    box.close()
-    problems = []
-    if not isinstance(report, dict):
-        problems.append("no report")
-    else:
-        if report.get("uid") == 0:
-            problems.append("runs as root")
-        if report.get("network") == "open":
-            problems.append("network reachable")
-        if _SECCOMP is not None and report.get("memfd") != "denied":
-            problems.append("seccomp filter not applied")
-        theirs = report.get("namespaces") or {}
-        shared = [ns for ns in ("net", "pid", "mnt", "ipc", "uts") if theirs.get(ns, "?") == _own_namespace(ns)]
-        if shared:
-            problems.append(f"namespaces shared with the scorer: {shared}")
-        if report.get("writable") != ["/tmp"]:
-            problems.append(f"writable: {report.get('writable')}")
-        if any(pid > 3 for pid in report.get("processes", [99])):
-            problems.append("foreign processes visible")
-        if set(report.get("environ", ["?"])) - {"PATH", "HOME", "TMPDIR", "LANG", "LC_CTYPE", "PWD"}:
-            problems.append(f"environment leaks: {report.get('environ')}")
-    if problems:
-        raise SandboxUnavailableError(f"bubblewrap sandbox does not isolate as required ({'; '.join(problems)})")
-    logger.info("code answers run in bubblewrap sandboxes (%s)", _bwrap_binary())
-
-
-def _own_namespace(ns: str) -> str | None:
-    try:
-        return os.readlink(f"/proc/self/ns/{ns}")
-    except OSError:
-        return None
-
-
-def _bwrap_error() -> str:
-    """bubblewrap's own error message for a trivial sandbox (for the error raised when the probe fails)."""
-    bwrap = _bwrap_binary()
-    if bwrap is None:
-        return "bwrap not found"
-    as_root = os.geteuid() == 0
-    info_r, info_w = os.pipe()
-    argv = [*_bwrap_argv(bwrap, _sandbox_python(), Limits(), info_w, as_root), "/usr/bin/true"]
-    try:
-        done = subprocess.run(argv, capture_output=True, pass_fds=(info_w,), timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return str(err)
-    finally:
-        os.close(info_r)
-        os.close(info_w)
-    return done.stderr.decode(errors="replace").strip()[:500]

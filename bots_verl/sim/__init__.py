@@ -24,7 +24,7 @@ Model (each choice is argued in ``bots_verl/sim/README.md``):
   headroom to a skill ceiling (diminishing returns) and slow forgetting; per-task memorisation ``u_k`` makes repeatedly
   trained tasks drift to ``p = 1`` without helping the eval set.
 - **Selectors** run unchanged through the core API (``select`` / ``update``); the ``oracle`` sees the true ``p`` via
-  the documented ``observe_truth`` hook (:mod:`~bots_verl.sim.oracle`); the directions measured and not adopted
+  the documented ``observe_truth`` hook (:mod:`~bots_verl.sim.oracle_selector`); the directions measured and not adopted
   for ``bots`` are in :mod:`~bots_verl.sim.ablation_selectors`. DAPO dynamic sampling is a loop option.
 - **Metrics**: ETR per step, expected eval accuracy (noise-free unless ``eval_samples > 0``), TTB / BSF vs Random
   paired by seed, rollouts, selector overhead; intervals from :mod:`bots_verl.core.selection_metrics`.
@@ -36,8 +36,8 @@ Dependencies: numpy, plus matplotlib (plots) and tqdm (progress bar); no torch, 
 from bots_verl.sim import ablation_selectors as _ablation_selectors  # noqa: F401
 from bots_verl.sim.experiment import ExperimentResult, run_experiment
 from bots_verl.sim.loop import RunResult, acc_metric, run_method
-from bots_verl.sim.methods import MethodSpec, parse_method
-from bots_verl.sim.oracle import OracleSelector
+from bots_verl.sim.methods import SimMethod, parse_method
+from bots_verl.sim.oracle_selector import OracleSelector
 from bots_verl.sim.policy import Policy
 from bots_verl.sim.scenario import PRESETS, ScenarioConfig, get_scenario
 from bots_verl.sim.selector_registry import SIM_SELECTORS, make_selector
@@ -47,7 +47,7 @@ __all__ = [
     "PRESETS",
     "SIM_SELECTORS",
     "ExperimentResult",
-    "MethodSpec",
+    "SimMethod",
     "OracleSelector",
     "Policy",
     "RunResult",

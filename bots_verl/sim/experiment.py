@@ -5,7 +5,7 @@ Python API::
     from bots_verl.sim import run_experiment
     res = run_experiment("math", ["bots", "random", "bots_rho0.2=bots:rho=0.2"], seeds=3, steps=200)
     print(res.table())                        # markdown
-    res.summary["bots"]["ttb100"].mean        # core.metrics.Interval
+    res.summary["bots"]["ttb100"].mean        # core.selection_metrics.Interval
     res.runs["bots"][0].eval_acc              # per-seed curves (RunResult)
 
 Scenario knobs (reference quality, noise, pool hardness, number of reference columns, ...) are
@@ -26,7 +26,7 @@ from typing import Any
 
 from bots_verl.core.selection_metrics import Interval
 from bots_verl.sim.loop import RunResult, build_run_selector, run_method, stream
-from bots_verl.sim.methods import MethodSpec, parse_method
+from bots_verl.sim.methods import SimMethod, parse_method
 from bots_verl.sim.plots import plot_all
 from bots_verl.sim.report import format_table, summarize
 from bots_verl.sim.scenario import ScenarioConfig, get_scenario
@@ -56,7 +56,7 @@ class ExperimentResult:
     """
 
     scenario: ScenarioConfig
-    methods: list[MethodSpec]
+    methods: list[SimMethod]
     seeds: list[int]
     steps: int
     runs: dict[str, list[RunResult]]
@@ -114,8 +114,8 @@ class ExperimentResult:
         }
 
 
-def _as_specs(methods: Sequence[str | MethodSpec]) -> list[MethodSpec]:
-    specs = [m if isinstance(m, MethodSpec) else parse_method(m) for m in methods]
+def _as_specs(methods: Sequence[str | SimMethod]) -> list[SimMethod]:
+    specs = [m if isinstance(m, SimMethod) else parse_method(m) for m in methods]
     labels = [s.label for s in specs]
     dup = {x for x in labels if labels.count(x) > 1}
     if dup:
@@ -127,7 +127,7 @@ def _as_specs(methods: Sequence[str | MethodSpec]) -> list[MethodSpec]:
 
 def run_experiment(
     scenario: str | ScenarioConfig = "math",
-    methods: Sequence[str | MethodSpec] = ("bots", "mopps", "implicit_only", "random", "oracle"),
+    methods: Sequence[str | SimMethod] = ("bots", "mopps", "implicit_only", "random", "oracle"),
     seeds: int | Sequence[int] = 5,
     steps: int = 300,
     *,
@@ -144,7 +144,7 @@ def run_experiment(
 
     Args:
         scenario: a preset name (``math``, ``code``, ``logic``) or a config.
-        methods: method specs (strings as in :mod:`bots_verl.sim.methods`, or :class:`MethodSpec`).
+        methods: method specs (strings as in :mod:`bots_verl.sim.methods`, or :class:`SimMethod`).
         seeds: a count (seeds ``0 .. k-1``) or explicit seeds.
         steps: training steps per run.
         batch_size: tasks per step.

@@ -22,10 +22,18 @@ from typing import Any
 import numpy as np
 
 from bots_verl.core import Selector, effective_task_ratio
-from bots_verl.runlog import RunWriter
-from bots_verl.sim.embeddings import labelled_reference, pool_embeddings
-from bots_verl.sim.methods import MethodSpec
+from bots_verl.runlog import (
+    ETR_METRIC,
+    ROLLOUTS_METRIC,
+    SELECT_MS_METRIC,
+    SIM_BATCH_TRUE_P_METRIC,
+    SIM_TRUE_P_METRIC,
+    UPDATE_MS_METRIC,
+    RunWriter,
+)
+from bots_verl.sim.methods import SimMethod
 from bots_verl.sim.policy import Policy
+from bots_verl.sim.pool_embeddings import labelled_reference, pool_embeddings
 from bots_verl.sim.selector_registry import make_selector, wants_truth
 from bots_verl.sim.world import World
 
@@ -70,9 +78,9 @@ class RunResult:
     run_dir: Path | None = None
 
 
-def build_run_selector(world: World, spec: MethodSpec, seed: int) -> Selector:
+def build_run_selector(world: World, spec: SimMethod, seed: int) -> Selector:
     """The selector of one run: the pool's references (all, a labelled share, or none: ``spec.ref_fraction``) and
-    its task embeddings (:mod:`bots_verl.sim.embeddings`, drawn from the seed's stream 3)."""
+    its task embeddings (:mod:`bots_verl.sim.pool_embeddings`, drawn from the seed's stream 3)."""
     embeddings = pool_embeddings(world, stream(seed, 3))
     reference = labelled_reference(world.pool.reference, embeddings, spec.ref_fraction, spec.ref_labels, seed)
     return make_selector(
@@ -97,7 +105,7 @@ def _merge(
 
 def run_method(
     world: World,
-    spec: MethodSpec,
+    spec: SimMethod,
     seed: int,
     *,
     steps: int,
@@ -152,7 +160,7 @@ def run_method(
         )
     gen_size = min(num_tasks, max(1, round(spec.dapo_gen_factor * batch_size))) if spec.dapo else batch_size
     rounds_max = spec.dapo_max_rounds if spec.dapo else 1
-    # the oracle's hook (bots_verl.sim.oracle): the true success probabilities before every select
+    # the oracle's hook (bots_verl.sim.oracle_selector): the true success probabilities before every select
     observe_truth = getattr(selector, "observe_truth", None) if wants_truth(selector) else None
     eval_steps, eval_acc = [0], [policy.eval_accuracy(rng_eval)]
     curves = {k: np.zeros(steps) for k in ("etr", "rollouts", "select_ms", "update_ms", "signal")}
@@ -209,18 +217,18 @@ def run_method(
                 data = {f"bots/{k}": v for k, v in selector.stats().items()}
                 data.update(
                     {
-                        "bots/batch/effective_task_ratio": row["etr"],
-                        "bots/rollouts": row["rollouts"],
-                        "bots/select_ms": row["select_ms"],
-                        "bots/update_ms": row["update_ms"],
+                        ETR_METRIC: row["etr"],
+                        ROLLOUTS_METRIC: row["rollouts"],
+                        SELECT_MS_METRIC: row["select_ms"],
+                        UPDATE_MS_METRIC: row["update_ms"],
                         "sim/train_signal": signal,
                         "sim/trained_groups": float(tr_idx.size),
                         "sim/group_size_max": float(all_n.max()),
                         "sim/group_size_min": float(all_n.min()),
                         "sim/dapo_rounds": float(rounds),
-                        "sim/batch_true_p_mean": float(np.concatenate(gen_p).mean()),
+                        SIM_BATCH_TRUE_P_METRIC: float(np.concatenate(gen_p).mean()),
                         # the last select()'s batch, the tasks of bots/selection/sampled_p_mean (paper Fig. 3)
-                        "sim/true_p_mean": float(gen_p[-1].mean()),
+                        SIM_TRUE_P_METRIC: float(gen_p[-1].mean()),
                     }
                 )
                 if is_eval:

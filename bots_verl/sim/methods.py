@@ -9,7 +9,7 @@ Spec syntax (CLI ``--methods`` entries and ``--variant`` values)::
 
 The keys ``dapo``, ``dapo_gen_factor`` and ``dapo_max_rounds`` configure DAPO dynamic sampling in the simulator loop;
 ``ref_fraction`` and ``ref_labels`` the reference columns the selector is given (a labelled share of the pool,
-chosen ``uniform`` or ``spread``, :mod:`bots_verl.sim.embeddings`; 0: none). They are not passed to the selector.
+chosen ``uniform`` or ``spread``, :mod:`bots_verl.sim.pool_embeddings`; 0: none). They are not passed to the selector.
 Every other key is a selector hyperparameter::
 
     ref10=bots_partial_ref:ref_fraction=0.1,ref_labels=spread   # references on 10% of the pool, the rest imputed
@@ -27,9 +27,9 @@ from bots_verl.core.task_graph import LABELLING_METHODS
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["LOOP_KEYS", "MethodSpec", "parse_method", "parse_value"]
+__all__ = ["LOOP_KEYS", "SimMethod", "parse_method", "parse_value"]
 
-# Keys of a method spec consumed by the simulator loop, with their defaults.
+# Keys of a method spec consumed by the simulator loop, with their defaults (whose types a parsed value takes).
 LOOP_KEYS: dict[str, Any] = {
     "dapo": False,
     "dapo_gen_factor": 1.0,
@@ -41,7 +41,7 @@ _LABEL = re.compile(r"^[A-Za-z0-9_.+\-]+$")
 
 
 @dataclass(frozen=True)
-class MethodSpec:
+class SimMethod:
     """One method of a comparison.
 
     Attributes:
@@ -77,10 +77,10 @@ class MethodSpec:
         if self.ref_labels not in LABELLING_METHODS:
             raise ValueError(f"ref_labels must be one of {list(LABELLING_METHODS)}, got {self.ref_labels!r}")
 
-    def with_args(self, **args: Any) -> MethodSpec:
+    def with_args(self, **args: Any) -> SimMethod:
         """A copy with more hyperparameters (loop keys are routed to their fields)."""
         loop = {k: args.pop(k) for k in list(args) if k in LOOP_KEYS}
-        return MethodSpec(
+        return SimMethod(
             self.label, self.selector, {**self.hparams, **args}, **{**self._loop_fields(), **_coerce_loop(loop)}
         )
 
@@ -120,21 +120,18 @@ def parse_args_list(text: str) -> dict[str, Any]:
 
 
 def _coerce_loop(loop: dict[str, Any]) -> dict[str, Any]:
-    out = dict(loop)
-    if "dapo" in out:
-        out["dapo"] = out["dapo"] if isinstance(out["dapo"], bool) else str(out["dapo"]).lower() in ("1", "true")
-    if "dapo_gen_factor" in out:
-        out["dapo_gen_factor"] = float(out["dapo_gen_factor"])
-    if "dapo_max_rounds" in out:
-        out["dapo_max_rounds"] = int(out["dapo_max_rounds"])
-    if "ref_fraction" in out:
-        out["ref_fraction"] = float(out["ref_fraction"])
-    if "ref_labels" in out:
-        out["ref_labels"] = str(out["ref_labels"])
+    """Each loop setting as the type of its default in :data:`LOOP_KEYS` (``dapo``: ``1``/``true`` mean True)."""
+    out = {}
+    for key, value in loop.items():
+        default = LOOP_KEYS[key]
+        if isinstance(default, bool):
+            out[key] = value if isinstance(value, bool) else str(value).lower() in ("1", "true")
+        else:
+            out[key] = type(default)(value)
     return out
 
 
-def parse_method(text: str) -> MethodSpec:
+def parse_method(text: str) -> SimMethod:
     """Parse ``[label=]selector[:k=v,...]`` (see the module docstring).
 
     Raises:
@@ -148,4 +145,4 @@ def parse_method(text: str) -> MethodSpec:
     label, selector = label.strip(), selector.strip()
     if not selector:
         raise ValueError(f"method spec {text!r} names no selector")
-    return MethodSpec(label, selector).with_args(**parse_args_list(args))
+    return SimMethod(label, selector).with_args(**parse_args_list(args))

@@ -19,10 +19,10 @@ import numpy as np
 
 from bots_verl.core.task_graph import TaskGraph, choose_labelled, impute_reference
 from bots_verl.fileio import markdown_table
-from bots_verl.sim.embeddings import pool_embeddings
 from bots_verl.sim.experiment import run_experiment
 from bots_verl.sim.loop import stream
 from bots_verl.sim.methods import parse_method
+from bots_verl.sim.pool_embeddings import pool_embeddings
 from bots_verl.sim.saving_share import format_share, share_table
 from bots_verl.sim.scenario import get_scenario
 from bots_verl.sim.world import build_world
@@ -99,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "# BOTS without the reference bill: simulator prediction (issue 36)",
         "",
         "**A prediction for the toy testbed from the simulator, not a measurement**: `bots_verl/sim` (2PL",
-        "item-response world, GRPO-like learning), with task embeddings made by `bots_verl/sim/embeddings.py`",
+        "item-response world, GRPO-like learning), with task embeddings made by `bots_verl/sim/pool_embeddings.py`",
         "(random Fourier features of the latent difficulty and skills, plus a shared-style distractor and noise;",
         "scenario fields",
         "`embedding_noise` = 1.0, `embedding_style` = 0.5, `embedding_dims` = 64). Real prompt embeddings may carry",

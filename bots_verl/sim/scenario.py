@@ -66,7 +66,7 @@ class ScenarioConfig:
             ``variance`` (Dr. GRPO / unnormalised advantages: n * variance).
         eval_samples: 0 = report the expected accuracy over the eval set (noise-free); k > 0 = sample k answers per
             eval task (mean@1 of k draws, with sampling noise like a real benchmark).
-        embedding_dims: dimensions of the pool's task embeddings (:mod:`bots_verl.sim.embeddings`), read only by
+        embedding_dims: dimensions of the pool's task embeddings (:mod:`bots_verl.sim.pool_embeddings`), read only by
             what uses the task graph (``bots_noref``, partial references).
         embedding_noise: norm of the embeddings' per-dimension noise against a signal of norm about 1 (the
             signal-to-noise knob: 1 is a power ratio of 1, 0 noise-free).

@@ -1,8 +1,8 @@
 """Simulator-only selectors by name, and the one function that builds any selector for the simulator.
 
-:data:`SIM_SELECTORS` holds what only a simulator can run or only its ablation needs: the ``oracle``
-(:mod:`~bots_verl.sim.oracle`, it sees the true success probabilities) and the directions measured and not adopted
-(:mod:`~bots_verl.sim.ablation_selectors`). Everything else comes from the core registry,
+:data:`SIM_SELECTORS` holds what only a simulator can run or only its ablation needs: the
+``oracle`` (:mod:`~bots_verl.sim.oracle_selector`, it sees the true success probabilities) and the directions
+measured and not adopted (:mod:`~bots_verl.sim.ablation_selectors`). Everything else comes from the core registry,
 :data:`bots_verl.core.SELECTORS`. Both modules register themselves when :mod:`bots_verl.sim` is imported.
 """
 
@@ -23,7 +23,7 @@ SIM_SELECTORS: Registry[type[Selector]] = Registry("simulator selector")
 
 
 def wants_truth(selector: Any) -> bool:
-    """Whether ``selector`` implements the simulator's ``observe_truth`` hook (see :mod:`bots_verl.sim.oracle`)."""
+    """Whether ``selector`` implements the simulator's ``observe_truth`` hook (:mod:`bots_verl.sim.oracle_selector`)."""
     return callable(getattr(selector, "observe_truth", None))
 
 

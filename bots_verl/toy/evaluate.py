@@ -4,7 +4,7 @@ verl's own validation samples one response per held-out prompt through the rollo
 costs as much as several training steps and adds sampling noise. For the toy task the expected accuracy at
 temperature 1 is known exactly from one teacher-forced forward pass (:mod:`bots_verl.toy.likelihood`), so the
 benchmark saves the actor every few steps, reads each checkpoint's weights into the policy's transformers model and
-appends ``{"step": k, "data": {EXACT_METRIC: accuracy, ...}}`` lines to the run's ``metrics.jsonl``
+appends ``{"step": k, "data": {TOY_EXACT_METRIC: accuracy, ...}}`` lines to the run's ``metrics.jsonl``
 (:mod:`bots_verl.runlog`; ``analysis`` merges lines of one step metric by metric).
 """
 
@@ -20,19 +20,13 @@ from typing import Any
 import numpy as np
 
 from bots_verl import runlog
+from bots_verl.runlog import TOY_EXACT_METRIC, TOY_GREEDY_METRIC, TOY_POOL_METRIC
 from bots_verl.toy.likelihood import answer_stats, load_model
 from bots_verl.toy.tasks import Problem
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["EXACT_METRIC", "GREEDY_METRIC", "POOL_METRIC", "checkpoint_steps", "evaluate_checkpoints", "load_actor"]
-
-#: the expected held-out accuracy of one temperature-1 sample per prompt (verl's ``mean@1`` without its noise)
-EXACT_METRIC = "val-core/toy__arith/acc/exact"
-#: held-out accuracy of greedy decoding
-GREEDY_METRIC = "val-core/toy__arith/acc/greedy"
-#: the expected accuracy over the whole training pool (what GRPO optimises; selection decides where it is spent)
-POOL_METRIC = "train-pool/toy__arith/acc/exact"
+__all__ = ["checkpoint_steps", "evaluate_checkpoints", "load_actor"]
 
 _STEP_DIR = re.compile(r"^global_step_(\d+)$")
 
@@ -77,9 +71,9 @@ def load_actor(step_dir: str | Path, model_dir: str | Path) -> Any:
 
 def _accuracy(model: Any, problems: Sequence[Problem], pool: Sequence[Problem]) -> dict[str, float]:
     p, greedy = answer_stats(model, problems)
-    out = {EXACT_METRIC: float(np.mean(p)), GREEDY_METRIC: float(np.mean(greedy))}
+    out = {TOY_EXACT_METRIC: float(np.mean(p)), TOY_GREEDY_METRIC: float(np.mean(greedy))}
     if pool:
-        out[POOL_METRIC] = float(np.mean(answer_stats(model, pool)[0]))
+        out[TOY_POOL_METRIC] = float(np.mean(answer_stats(model, pool)[0]))
     return out
 
 
@@ -98,8 +92,9 @@ def evaluate_checkpoints(
         run_dir: the run log directory (``bots.run_log.dir``).
         ckpt_dir: verl's ``trainer.default_local_dir``.
         model_dir: the model the run started from.
-        problems: the held-out tasks (:data:`EXACT_METRIC`, :data:`GREEDY_METRIC`).
-        pool: the training tasks (:data:`POOL_METRIC`); empty: not evaluated.
+        problems: the held-out tasks (:data:`~bots_verl.runlog.TOY_EXACT_METRIC`,
+            :data:`~bots_verl.runlog.TOY_GREEDY_METRIC`).
+        pool: the training tasks (:data:`~bots_verl.runlog.TOY_POOL_METRIC`); empty: not evaluated.
 
     Returns:
         ``{step: {metric: value}}`` of every evaluated step (old and new), ascending.
@@ -111,8 +106,10 @@ def evaluate_checkpoints(
     done: dict[int, dict[str, float]] = {}
     if runlog.metrics_files(run_dir):
         for step, data in runlog.iter_metrics(run_dir):
-            if EXACT_METRIC in data:
-                done[step] = {k: float(data[k]) for k in (EXACT_METRIC, GREEDY_METRIC, POOL_METRIC) if k in data}
+            if TOY_EXACT_METRIC in data:
+                done[step] = {
+                    k: float(data[k]) for k in (TOY_EXACT_METRIC, TOY_GREEDY_METRIC, TOY_POOL_METRIC) if k in data
+                }
     todo = [s for s in [0, *checkpoint_steps(ckpt_dir)] if s not in done]
     if todo:
         with (run_dir / runlog.METRICS_FILE).open("a") as out:
@@ -122,5 +119,5 @@ def evaluate_checkpoints(
                 done[step] = _accuracy(model, problems, pool)
                 out.write(json.dumps({"step": step, "data": done[step]}) + "\n")
                 out.flush()
-                logger.info("%s step %d: held-out accuracy %.4f", run_dir.name, step, done[step][EXACT_METRIC])
+                logger.info("%s step %d: held-out accuracy %.4f", run_dir.name, step, done[step][TOY_EXACT_METRIC])
     return dict(sorted(done.items()))

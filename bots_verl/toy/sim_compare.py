@@ -35,13 +35,12 @@ import numpy as np
 from bots_verl import runlog
 from bots_verl.core.selection_metrics import Interval, interval, paired_interval
 from bots_verl.fileio import markdown_table
+from bots_verl.runlog import ETR_METRIC
 from bots_verl.sim.experiment import _clean, run_experiment
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["RunCurve", "compare", "fit_learning_rate", "load_measured", "main", "simulate"]
-
-ETR_METRIC = "bots/batch/effective_task_ratio"
 
 
 @dataclass
@@ -234,7 +233,7 @@ def compare(
     """Simulate, load the measured runs, write ``toy_compare.md`` / ``toy_compare.json`` under ``out``.
 
     Settings (steps, batch, rollouts, eval interval, selectors) come from the measured ``summary.json``'s profile,
-    else from the benchmark's ``full`` profile (:data:`bots_verl.toy.benchmark.PROFILES`); ``selectors`` and
+    else from the benchmark's ``full`` profile (:data:`bots_verl.toy.arms.PROFILES`); ``selectors`` and
     ``steps`` override them.
 
     Returns:
@@ -244,7 +243,7 @@ def compare(
         ValueError: for fewer than 2 sim seeds, or a malformed measured summary.
     """
     # lazily: the benchmark module brings the CPU backend's settings, which the comparison itself does not need
-    from bots_verl.toy.benchmark import PROFILES
+    from bots_verl.toy.arms import PROFILES
 
     if seeds < 2:
         raise ValueError("need at least 2 sim seeds for an interval")

@@ -23,14 +23,14 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BOS", "CHARS", "CHAT_TEMPLATE", "EOS", "PAD", "SPECIAL", "UNK", "VOCAB", "build_tokenizer", "encode"]
+__all__ = ["BOS", "CHARS", "TOY_CHAT_TEMPLATE", "EOS", "PAD", "SPECIAL", "UNK", "VOCAB", "build_tokenizer", "encode"]
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIAL = (PAD, BOS, EOS, UNK)
 CHARS = tuple("0123456789+-*=")
 VOCAB: dict[str, int] = {tok: i for i, tok in enumerate(SPECIAL + CHARS)}
 
-CHAT_TEMPLATE = (
+TOY_CHAT_TEMPLATE = (
     "{{ bos_token }}"
     "{% for message in messages %}"
     "{% if message['role'] == 'user' %}{{ message['content'] }}"
@@ -60,7 +60,7 @@ def build_tokenizer(path: str | os.PathLike | None = None) -> PreTrainedTokenize
     tok = PreTrainedTokenizerFast(
         tokenizer_object=core, pad_token=PAD, bos_token=BOS, eos_token=EOS, unk_token=UNK, padding_side="left"
     )
-    tok.chat_template = CHAT_TEMPLATE
+    tok.chat_template = TOY_CHAT_TEMPLATE
     if path is not None:
         Path(path).mkdir(parents=True, exist_ok=True)
         tok.save_pretrained(str(path))

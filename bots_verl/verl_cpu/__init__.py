@@ -6,9 +6,9 @@ Every Ray process then imports :mod:`.register` through verl's ``VERL_USE_EXTERN
 ``VERL_PLATFORM=cpu``, which registers:
 
 - the ``cpu`` platform (:mod:`.platform`): device ``cpu``, gloo, a ``torch.cuda`` stand-in (:mod:`.device`);
-- verl's FSDP engines for device ``cpu`` and the ``hf`` rollout (:mod:`.hooks`): a ``RolloutReplica`` whose server
-  actor (:mod:`.hf_server`) batches concurrent requests and generates with transformers (:mod:`.sampling`), plus the
-  ``BaseRollout`` adapter that hands it the trainer's weights (:mod:`.hf_rollout`);
+- verl's FSDP engines for device ``cpu`` and the ``hf`` rollout (:mod:`.verl_registrations`): a ``RolloutReplica``
+  whose server actor (:mod:`.hf_server`) batches concurrent requests and generates with transformers
+  (:mod:`.sampling`), plus the ``BaseRollout`` adapter that hands it the trainer's weights (:mod:`.hf_rollout`);
 - the ``cpu_gloo`` checkpoint engine (:mod:`.checkpoint_engine`): the weight sync of verl's ``separate_async``
   trainer, from the actor to a standalone ``hf`` replica, broadcast in buckets over gloo;
 - two compat fixes (:mod:`.compat`): plain gloo process groups and unpinned reference-model offload.

@@ -37,7 +37,7 @@ SPECIAL = ["<pad>", "<eos>", "<unk>"]
 WORDS = ["what", "is", "plus", "?", "user", "assistant"]
 MAX_OPERAND = 10
 QUESTION = "what is {a} plus {b} ?"
-CHAT_TEMPLATE = "{% for m in messages %}{{ m['role'] }} {{ m['content'] }} {% endfor %}assistant"
+ADDITION_CHAT_TEMPLATE = "{% for m in messages %}{{ m['role'] }} {{ m['content'] }} {% endfor %}assistant"
 
 
 def compute_score(
@@ -82,7 +82,7 @@ def build_model(
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(vocab)}, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
-    fast.chat_template = CHAT_TEMPLATE
+    fast.chat_template = ADDITION_CHAT_TEMPLATE
     fast.save_pretrained(out)
     save_random_llama(
         out,

@@ -30,7 +30,7 @@ Bytes travel as they are (``uint8`` views of each tensor), so the rollout gets t
 is packed, sent, then the next one; on CPU the copy and the send compete for the same cores anyway), several senders,
 and a group kept across syncs (``rebuild_group=False``).
 
-Registered in verl's ``CheckpointEngineRegistry`` by :mod:`bots_verl.verl_cpu.hooks` when verl imports
+Registered in verl's ``CheckpointEngineRegistry`` by :mod:`bots_verl.verl_cpu.verl_registrations` when verl imports
 ``verl.checkpoint_engine.base``.
 """
 

@@ -12,7 +12,7 @@
    device when none is available``). On CPU the engine gets a policy that never pins (offloading to the memory the
    model already lives in costs nothing).
 
-Both are applied by :mod:`.hooks` only when ``VERL_PLATFORM=cpu`` (pinned in
+Both are applied by :mod:`.verl_registrations` only when ``VERL_PLATFORM=cpu`` (pinned in
 :mod:`bots_verl.integration.safety.verl_pins`).
 """
 

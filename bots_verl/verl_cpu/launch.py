@@ -28,7 +28,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from bots_verl.verl_cpu.cluster import LOOPBACK_ENV, attached_address, use_loopback
-from bots_verl.verl_cpu.hooks import TRAIN_THREADS_ENV
+from bots_verl.verl_cpu.verl_registrations import TRAIN_THREADS_ENV
 
 logger = logging.getLogger(__name__)
 

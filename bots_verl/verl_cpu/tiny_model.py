@@ -20,12 +20,12 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CHAT_TEMPLATE", "SPECIAL_TOKENS", "build_tiny_model", "save_random_llama"]
+__all__ = ["TINY_CHAT_TEMPLATE", "SPECIAL_TOKENS", "build_tiny_model", "save_random_llama"]
 
 #: Qwen2.5's chat markers; ``<|im_end|>`` ends an assistant turn (the end-of-sequence token)
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 #: ChatML, as Qwen2.5-Instruct (without its default system prompt)
-CHAT_TEMPLATE = (
+TINY_CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
@@ -48,7 +48,7 @@ def _tokenizer():
             "additional_special_tokens": SPECIAL_TOKENS[1:],
         }
     )
-    fast.chat_template = CHAT_TEMPLATE
+    fast.chat_template = TINY_CHAT_TEMPLATE
     return fast
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from analysis_fixtures import CURVES, write_run
 
-from analysis import tables
+from analysis import paper_tables, tables
 from analysis.loader import LoadError, load_runs
 
 
@@ -25,15 +25,15 @@ def _pair(root: Path, **bots_kwargs: object) -> None:
 def test_missing_metric_names_run_and_metric(tmp_path: Path, kwargs: dict, metric: str) -> None:
     _pair(tmp_path, **kwargs)
     with pytest.raises(LoadError, match=rf"run math/bots/seed0 \(.*seed0\): metric '{metric}' is missing"):
-        tables.main_table(load_runs([tmp_path]))
+        paper_tables.main_table(load_runs([tmp_path]))
 
 
 def test_missing_accuracy_names_the_run(tmp_path: Path) -> None:
     _pair(tmp_path, acc_metric="val/other")
     with pytest.raises(LoadError, match=r"run math/bots/seed0 .*no eval accuracy metric \(val-core/"):
-        tables.main_table(load_runs([tmp_path]))
+        paper_tables.main_table(load_runs([tmp_path]))
     with pytest.raises(LoadError, match=r"run math/random/seed0 .*metric 'val/other' is missing"):
-        tables.main_table(load_runs([tmp_path]), acc_metric="val/other")
+        paper_tables.main_table(load_runs([tmp_path]), acc_metric="val/other")
 
 
 def test_different_lengths_say_which(tmp_path: Path) -> None:
@@ -42,10 +42,10 @@ def test_different_lengths_say_which(tmp_path: Path) -> None:
         tmp_path / "long", "offline", 0, (0.1, 0.2, 0.3, 0.4, 0.5, 0.6), total_steps=10, eval_steps=(0, 2, 4, 6, 8, 10)
     )
     with pytest.raises(LoadError, match=r"domain math: runs longer than the random budget \(8 steps\): .*seed0"):
-        tables.main_table(load_runs([tmp_path]))
+        paper_tables.main_table(load_runs([tmp_path]))
     write_run(tmp_path / "long", "offline", 1, (0.1, 0.2, 0.3), total_steps=4, eval_steps=(0, 2, 4))
     with pytest.raises(LoadError, match=r"runs of different lengths .*total_steps=4: .*total_steps=10"):
-        tables.main_table(load_runs([tmp_path]))
+        paper_tables.main_table(load_runs([tmp_path]))
 
 
 def test_a_shorter_row_is_censored_against_the_baseline_budget(tmp_path: Path) -> None:
@@ -55,7 +55,7 @@ def test_a_shorter_row_is_censored_against_the_baseline_budget(tmp_path: Path) -
     # seed 0 (Random needed 8) and never 0.8 in seed 1
     write_run(tmp_path, "dapo_ds", 0, (0.1, 0.5, 0.6), total_steps=4, eval_steps=(0, 2, 4))
     write_run(tmp_path, "dapo_ds", 1, (0.1, 0.3, 0.4), total_steps=4, eval_steps=(0, 2, 4))
-    table = tables.main_table(load_runs([tmp_path]))
+    table = paper_tables.main_table(load_runs([tmp_path]))
     ttb, bsf100, bsf25 = (table.cell("dapo_ds", "math", key) for key in ("TTB100", "BSF100", "BSF25"))
     assert ttb.n == 1 and ttb.n_missing == 1 and ttb.mean == pytest.approx(2 / 8)
     assert bsf100.n == 0  # its horizon (8 steps) is past the arm's last step
@@ -70,14 +70,14 @@ def test_crashed_run_is_a_different_length(tmp_path: Path) -> None:
     lines = (tmp_path / "crash/math/offline/seed0/metrics.jsonl").read_text().splitlines()
     (tmp_path / "crash/math/offline/seed0/metrics.jsonl").write_text("\n".join(lines[:7]) + "\n")
     with pytest.raises(LoadError, match=r"last logged step=4: math/offline/seed0"):
-        tables.main_table(load_runs([tmp_path]))
+        paper_tables.main_table(load_runs([tmp_path]))
 
 
 def test_missing_baseline_is_per_domain(tmp_path: Path) -> None:
     _pair(tmp_path)
     write_run(tmp_path, "bots", 0, CURVES[("bots", 0)], domain="logic")
     with pytest.raises(LoadError, match=r"domain logic: no 'random' baseline runs .*methods: \['bots'\]"):
-        tables.main_table(load_runs([tmp_path]))
+        paper_tables.main_table(load_runs([tmp_path]))
 
 
 def test_unpaired_seed_and_duplicate_runs(tmp_path: Path) -> None:
@@ -86,10 +86,10 @@ def test_unpaired_seed_and_duplicate_runs(tmp_path: Path) -> None:
     with pytest.raises(
         LoadError, match=r"domain math: bots seed 5 has no random run with the same seed .*seeds: \[0, 1\]"
     ):
-        tables.main_table(load_runs([tmp_path]))
+        paper_tables.main_table(load_runs([tmp_path]))
     write_run(tmp_path / "again", "bots", 5, CURVES[("bots", 0)])
     with pytest.raises(LoadError, match=r"row 'bots', seed 5: two runs"):
-        tables.main_table(load_runs([tmp_path]))
+        paper_tables.main_table(load_runs([tmp_path]))
 
 
 def test_cli_reports_errors_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -119,7 +119,7 @@ def test_an_accuracy_outside_0_1_or_not_finite_names_run_metric_and_step(
     # Random's last evaluation (step 8): a NaN there used to be dropped silently, 7.5 used as given
     write_run(tmp_path, "random", 0, (0.1, 0.2, 0.3, 0.4, value))
     with pytest.raises(LoadError, match=rf"run math/random/seed0 \(.*\): metric '{ACC_NAME}' at step 8: {message}"):
-        tables.main_table(load_runs([tmp_path]))
+        paper_tables.main_table(load_runs([tmp_path]))
 
 
 def test_a_literal_nan_accuracy_from_verl_is_an_error_and_the_cli_says_so(
@@ -145,4 +145,4 @@ def test_an_explicit_metric_is_checked_too(tmp_path: Path) -> None:
     _pair(tmp_path, acc_metric="val/acc")
     write_run(tmp_path, "random", 0, (0.1, 0.2, 30.0, 0.4, 0.5), acc_metric="val/acc")
     with pytest.raises(LoadError, match=r"run math/random/seed0 .*: metric 'val/acc' at step 4: accuracy 30 is"):
-        tables.main_table(load_runs([tmp_path]), acc_metric="val/acc")
+        paper_tables.main_table(load_runs([tmp_path]), acc_metric="val/acc")

@@ -4,47 +4,38 @@ import json
 
 import numpy as np
 import pytest
+from fake_benchmark import write_benchmark_run
 
 from analysis.gap import degenerate_split, gap_report, load_series, main
-from bots_verl.runlog import RunWriter
 
 STEPS, BATCH = 30, 16
 
 
 def _write(root, arm, seed, first_visit, d_first, d_revisit, logged=False, extra=None):
     """A run whose share of first visits per step and degenerate shares among them are known."""
-    run = root / "runs" / f"{arm}_s{seed}" / "run"
     rng = np.random.default_rng(seed)
     ever = 0
-    with RunWriter(
-        run,
-        run_id=f"{arm}_s{seed}",
-        source="verl",
-        domain="toy",
-        model="m",
-        method=arm,
-        seed=seed,
-        hparams={},
-        total_steps=STEPS,
-    ) as w:
-        for step in range(1, STEPS + 1):
-            f = 1.0 if step == 1 else float(np.clip(first_visit + rng.normal(0, 0.15), 0, 1))
-            f = round(f * BATCH) / BATCH
-            ever += f * BATCH
-            data = {
-                "bots/batch/effective_task_ratio": 1 - (d_first * f + d_revisit * (1 - f)),
-                "bots/batch/success_rate": 0.4,
-                "bots/tasks_ever_selected": ever,
-                **(extra or {}),
-            }
-            if logged:
-                data |= {"bots/batch/degenerate_first_frac": d_first, "bots/batch/first_visit_frac": f}
-                if f < 1:
-                    data["bots/batch/degenerate_revisit_frac"] = d_revisit
-            w.log(step, data)
-            if step % 3 == 0:  # the evaluation's line of the same step, logged separately
-                w.log(step, {"train-pool/toy__arith/acc/exact": 0.1 + 0.001 * step})
-    return run
+    lines = []
+    for step in range(1, STEPS + 1):
+        f = 1.0 if step == 1 else float(np.clip(first_visit + rng.normal(0, 0.15), 0, 1))
+        f = round(f * BATCH) / BATCH
+        ever += f * BATCH
+        data = {
+            "bots/batch/effective_task_ratio": 1 - (d_first * f + d_revisit * (1 - f)),
+            "bots/batch/success_rate": 0.4,
+            "bots/tasks_ever_selected": ever,
+            **(extra or {}),
+        }
+        if logged:
+            data |= {"bots/batch/degenerate_first_frac": d_first, "bots/batch/first_visit_frac": f}
+            if f < 1:
+                data["bots/batch/degenerate_revisit_frac"] = d_revisit
+        lines.append(data)
+    # the evaluation's line of a step is logged separately, after its training line
+    evals = {step: {"train-pool/toy__arith/acc/exact": 0.1 + 0.001 * step} for step in range(3, STEPS + 1, 3)}
+    return write_benchmark_run(
+        root, arm, seed, lines, evals, run_id=f"{arm}_s{seed}", source="verl", model="m", hparams={}
+    )
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from analysis_fixtures import CURVES, write_run
 
-from analysis import overhead, places, render, tables
+from analysis import overhead, paper_tables, places, render
 from analysis.loader import LoadError, load_runs
 
 # The seven 1.5B main-table columns a secondary note transcribes (research notes, paper.md §4.2), per method:
@@ -52,7 +52,7 @@ def test_rank_rounds_and_puts_never_reached_last() -> None:
 
 def test_place_counts_per_model_from_a_table(known: Path) -> None:
     """The known runs: BOTS beats Random and Offline on every TTB/BSF column but TTB100 (seed 1 never reaches 0.8)."""
-    table = tables.main_table(load_runs([known]))
+    table = paper_tables.main_table(load_runs([known]))
     counts = places.place_counts(table)
     assert counts.metrics == {"test": 6}
     got = {row: (counts.first[("test", row)], counts.second[("test", row)]) for row in table.rows}

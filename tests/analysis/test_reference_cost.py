@@ -9,16 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_benchmark import write_benchmark_run
 
-from analysis import paired, reference_cost
-from analysis.loader import ETR_METRIC, ROLLOUTS_METRIC, LoadError
-from bots_verl.runlog import RunWriter
+from analysis import paired, paired_inputs, paired_stats, reference_cost
+from analysis.loader import LoadError
+from bots_verl.runlog import ETR_METRIC, ROLLOUTS_METRIC
 
 STEPS = 12
 POOL = 200
 SEEDS = (0, 1)
 COLUMNS = ["weak", "strong"]
-# the toy's data profile "full": 16 samples per task (bots_verl.toy.prepare.PROFILES["full"].reference_n), 2 models
+# the toy's data profile "full": 16 samples per task (bots_verl.toy.build_profiles.BUILD_PROFILES["full"].reference_n),
+# 2 models
 SAMPLES, MODELS = 16, 2
 ROLLOUTS = {"random": 128.0, "bots": 128.0, "bots_ref10": 128.0, "bots_noref": 128.0, "mopps": 96.0}
 # arm -> (selector, its hyperparameters, reference columns given, reference_coverage written by bots_verl.main)
@@ -43,26 +45,16 @@ def _benchmark(root: Path, arms: dict = ARMS, profile: dict | None = None) -> Pa
         for seed in SEEDS:
             records.append({"selector": arm, "seed": seed, "steps": STEPS, "accuracy": _curve(arm)})
             extra = {"selector": selector, "reference_columns": columns, "reference_coverage": coverage}
-            with RunWriter(
-                root / "runs" / f"{arm}_s{seed}" / "run",
-                run_id=f"toy_{arm}_s{seed}",
-                domain="toy",
-                method=arm,
-                seed=seed,
-                hparams=hparams,
-                total_steps=STEPS,
-                extra=extra,
-            ) as writer:
-                for step in range(1, STEPS + 1):
-                    writer.log(step, {ROLLOUTS_METRIC: ROLLOUTS[arm], ETR_METRIC: 0.5})
+            line = {ROLLOUTS_METRIC: ROLLOUTS[arm], ETR_METRIC: 0.5}
+            write_benchmark_run(root, arm, seed, [line] * STEPS, hparams=hparams, extra=extra)
     summary = {"profile": {"steps": STEPS, "data_profile": "full"} if profile is None else profile, "runs": records}
     (root / "summary.json").write_text(json.dumps(summary))
     return root
 
 
 def _costs(root: Path) -> dict[str, reference_cost.ReferenceCost]:
-    records = paired.load_benchmark(root)
-    costs = paired.benchmark_reference_costs(root, records, paired.compare_all(records))
+    records = paired_inputs.load_benchmark(root)
+    costs = paired.benchmark_reference_costs(root, records, paired_stats.compare_all(records))
     return {c.selector: c for c in costs}
 
 
@@ -166,8 +158,8 @@ def test_a_bad_coverage_is_an_error_naming_the_run(
     data = json.loads(meta.read_text())
     data["extra"]["reference_coverage"] = coverage
     meta.write_text(json.dumps(data))
-    records = paired.load_benchmark(root)
+    records = paired_inputs.load_benchmark(root)
     with pytest.raises(LoadError, match=f"bots_s1.*reference_coverage.*{message}"):
-        paired.benchmark_reference_costs(root, records, paired.compare_all(records))
+        paired.benchmark_reference_costs(root, records, paired_stats.compare_all(records))
     assert paired.main([str(root)]) == 2
     assert "reference_coverage" in capsys.readouterr().err

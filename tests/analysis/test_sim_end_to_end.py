@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import tables
+from analysis import paper_tables, tables
 from analysis.loader import load_runs
 
 # our column key -> the simulator's summary key (bots_verl/sim/report.py)
@@ -55,12 +55,12 @@ def test_sim_cli_output_through_tables(tmp_path: Path) -> None:
     assert sorted({(r.label, r.seed) for r in runs}) == [
         (m, s) for m in ("bots", "bots_rho0.5", "random") for s in (0, 1)
     ]
-    table = tables.main_table(runs)
+    table = paper_tables.main_table(runs)
     assert table.rows == ["random", "bots", "bots_rho0.5"]
     assert table.accuracy["math"].startswith("val-core/sim-math/acc/mean@")
     # 12 steps * 32 tasks * 16 rollouts for every method: the rollout ratio equals TTB(100%)
     assert table.cell("bots", "math", "Roll100").mean == pytest.approx(table.cell("bots", "math", "TTB100").mean)
-    assert tables.ablation_table(runs, "rho").rows == ["ρ = 0.1", "ρ = 0.5"]
+    assert paper_tables.ablation_table(runs, "rho").rows == ["ρ = 0.1", "ρ = 0.5"]
 
     # The simulator scores with the same core functions, so where its summary has a number, ours must match.
     summary = json.loads((out / "summary.json").read_text()).get("summary", {})

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from analysis_fixtures import CURVES, ETR, write_run
 
-from analysis import tables
+from analysis import paper_tables, table_text, tables
 from analysis.loader import LoadError, load_runs
 from analysis.table_model import PAPER_LABELS, Table
 from bots_verl.core.selection_metrics import interval
@@ -29,7 +29,7 @@ def _mean(table: Table, row: str, key: str) -> float:
 
 
 def test_main_table_known_answers(known: Path) -> None:
-    table = tables.main_table(load_runs([known]))
+    table = paper_tables.main_table(load_runs([known]))
     assert table.rows == ["random", "offline_easy2hard", "bots"] and table.models == ["test"]
     expected_bots = {
         "TTB25": 0.5,
@@ -67,8 +67,8 @@ def test_main_table_known_answers(known: Path) -> None:
 
 
 def test_markdown_and_latex_render_never_reached(known: Path) -> None:
-    table = tables.main_table(load_runs([known]))
-    md = tables.to_markdown(table)
+    table = paper_tables.main_table(load_runs([known]))
+    md = table_text.to_markdown(table)
     # the paper's row names
     offline = next(line for line in md.splitlines() if line.startswith("| Offline (easy→hard)"))
     cells = [c.strip() for c in offline.strip("|").split("|")]
@@ -77,7 +77,7 @@ def test_markdown_and_latex_render_never_reached(known: Path) -> None:
     assert "0.50 (1/2 —)" in bots
     assert "math TTB(25%)↓" in md and "seeds: Random 2, Offline (easy→hard) 2, BOTS 2" in md
     assert "over Random's own steps to it (Random = 1)" in md
-    tex = tables.to_latex(table)
+    tex = table_text.to_latex(table)
     assert r"\multicolumn{8}{c}{math}" in tex and "TTB(25\\%)$\\downarrow$" in tex
     assert r"Offline (easy$\rightarrow$hard) & 2.00 [2.00, 2.00] & " in tex and " & --- & " in tex
     assert "—" not in tex and tex.count(r"\\") == 2 + 3  # two header lines, three rows
@@ -90,15 +90,15 @@ def test_wall_clock_column_and_multi_domain(tmp_path: Path) -> None:
             step_seconds = 2.0 if method == "bots" else 1.0 if domain == "math" else None
             write_run(tmp_path, method, seed, CURVES[(method, 0)], domain=domain, step_seconds=step_seconds)
     with pytest.raises(LoadError, match=r"domain code: some runs log 'timing_s/step' and these do not: .*random/seed0"):
-        tables.main_table(load_runs([tmp_path]))
+        paper_tables.main_table(load_runs([tmp_path]))
     for seed in (0, 1):
         write_run(tmp_path, "random", seed, CURVES[("random", 0)], domain="code", step_seconds=1.0)
-    table = tables.main_table(load_runs([tmp_path]))
+    table = paper_tables.main_table(load_runs([tmp_path]))
     assert table.domains == ["code", "math"]
     assert [c.key for c in table.columns["math"]][-1] == "Time100"
     assert table.cell("bots", "math", "Time100").mean == pytest.approx(1.0)
     assert table.cell("bots", "math", "Roll100").mean == pytest.approx(0.5)
-    header = tables.to_markdown(table).splitlines()[2]
+    header = table_text.to_markdown(table).splitlines()[2]
     assert header.index("code TTB(25%)") < header.index("math TTB(25%)")
 
 
@@ -123,21 +123,21 @@ def test_ablation_tables_group_by_hparams(tmp_path: Path) -> None:
         no_plugin = {"selector": "bots", "hparams": {"rho": 0.5, "evidence": "none"}}
         write_run(tmp_path, "bots_noplugin", seed, CURVES[("bots", 0)], hparams=no_plugin)
     runs = load_runs([tmp_path])
-    rho = tables.ablation_table(runs, "rho")
+    rho = paper_tables.ablation_table(runs, "rho")
     assert rho.rows == ["ρ = 0", "ρ = 0.1", "ρ = 0.5"]
     assert rho.cell("ρ = 0.1", "math", "TTB50").mean == pytest.approx(0.75)
     assert rho.cell("ρ = 0", "math", "TTB100").n == 0
     assert rho.cell("ρ = 0.5", "math", "BSF25").mean == pytest.approx((1.5 + 1.5) / 2)
-    lam = tables.ablation_table(runs, "lam")
+    lam = paper_tables.ablation_table(runs, "lam")
     # bots_rho0.1 has no λ, so it is the default λ = 0.1 point; bots_lam1 the λ = 1 point
     assert lam.rows == ["λ = 0.1", "λ = 1"]
     assert lam.cell("λ = 1", "math", "BSF100").mean == pytest.approx(1.0)
-    selection = tables.ablation_table(runs, "selection")
+    selection = paper_tables.ablation_table(runs, "selection")
     assert selection.rows == ["selection = thompson", "selection = greedy"]
     assert selection.cell("selection = greedy", "math", "TTB50").mean == pytest.approx(1.0)
-    assert "$\\rho$ = 0.1 &" in tables.to_latex(rho)
+    assert "$\\rho$ = 0.1 &" in table_text.to_latex(rho)
     # labels are unique in the simulator's layout, so the main table keeps them as they are, paper rows first
-    assert tables.main_table(runs).rows == [
+    assert paper_tables.main_table(runs).rows == [
         "random",
         "bots_dots",
         "bots_greedy",
@@ -148,7 +148,7 @@ def test_ablation_tables_group_by_hparams(tmp_path: Path) -> None:
         "bots_rho0.5",
     ]
     with pytest.raises(LoadError, match="need runs of selector 'nope'"):
-        tables.ablation_table(runs, "rho", method="nope")
+        paper_tables.ablation_table(runs, "rho", method="nope")
 
 
 def test_ablation_cell_shared_by_the_main_run_and_a_sweep_run_takes_the_main_run(tmp_path: Path) -> None:
@@ -159,7 +159,7 @@ def test_ablation_cell_shared_by_the_main_run_and_a_sweep_run_takes_the_main_run
         for rho in (0.1, 0.5):
             hparams = {"selector": "bots", "rho": rho, "lam": 0.1}
             write_run(tmp_path, f"bots_rho{rho}", seed, CURVES[("random", seed)], hparams=hparams)
-    rho = tables.ablation_table(load_runs([tmp_path]), "rho")
+    rho = paper_tables.ablation_table(load_runs([tmp_path]), "rho")
     assert rho.rows == ["ρ = 0.1", "ρ = 0.5"]
     assert rho.cell("ρ = 0.1", "math", "TTB50").mean == pytest.approx(0.75)  # the bots curves, not Random's
 
@@ -169,7 +169,7 @@ def test_main_table_splits_a_label_by_varying_hparams(tmp_path: Path) -> None:
         write_run(tmp_path, "random", seed, CURVES[("random", seed)])
         for rho in (0.1, 0.2):
             write_run(tmp_path / f"rho{rho}", "bots", seed, CURVES[("bots", seed)], hparams={"rho": rho, "lam": 0.1})
-    table = tables.main_table(load_runs([tmp_path]))
+    table = paper_tables.main_table(load_runs([tmp_path]))
     assert table.rows == ["random", "bots (rho=0.1)", "bots (rho=0.2)"]
 
 
@@ -180,10 +180,10 @@ def test_a_path_in_the_hparams_does_not_split_a_label(tmp_path: Path) -> None:
         write_run(tmp_path, "random", seed, CURVES[("random", seed)])
         data = f"/runs/{'first' if seed == 0 else 'moved'}/data/train.parquet"
         write_run(tmp_path, "bots", seed, CURVES[("bots", seed)], hparams={"truth_args": {"data": data, "t": 1.0}})
-    assert tables.main_table(load_runs([tmp_path])).rows == ["random", "bots"]
+    assert paper_tables.main_table(load_runs([tmp_path])).rows == ["random", "bots"]
     write_run(tmp_path / "hot", "bots", 0, CURVES[("bots", 0)], hparams={"truth_args": {"data": "/d", "t": 2.0}})
     write_run(tmp_path / "hot", "bots", 1, CURVES[("bots", 1)], hparams={"truth_args": {"data": "/d", "t": 2.0}})
-    rows = tables.main_table(load_runs([tmp_path])).rows
+    rows = paper_tables.main_table(load_runs([tmp_path])).rows
     assert len(rows) == 3 and all(r.startswith("bots (truth_args=") for r in rows[1:])
 
 
@@ -206,11 +206,11 @@ def test_random_row_is_one_and_the_budget_denominator_is_an_option(
         write_run(tmp_path, "random", seed, (0.1, 0.4, 0.3, 0.3, 0.5))
         write_run(tmp_path, "bots", seed, (0.1, 0.2, 0.4, 0.5, 0.5))
     runs = load_runs([tmp_path])
-    table = tables.main_table(runs)
+    table = paper_tables.main_table(runs)
     for key in ("TTB25", "TTB50", "TTB100", "BSF25", "BSF50", "BSF100", "Roll100"):
         assert table.cell("random", "math", key).mean == 1.0, key
     assert table.cell("bots", "math", "TTB50").mean == pytest.approx(4 / 2)
-    budget = tables.main_table(runs, ttb_denominator="budget")
+    budget = paper_tables.main_table(runs, ttb_denominator="budget")
     assert budget.cell("random", "math", "TTB50").mean == pytest.approx(2 / 4)
     assert budget.cell("bots", "math", "TTB50").mean == pytest.approx(4 / 4)
     assert budget.cell("random", "math", "Roll100").mean == pytest.approx(1.0)  # 0.5 first at step 8 = the budget
@@ -218,7 +218,7 @@ def test_random_row_is_one_and_the_budget_denominator_is_an_option(
     out = capsys.readouterr().out
     assert "| Random | 1.00 [1.00, 1.00] | 0.50 [0.50, 0.50] |" in out and "over x% of the budget" in out
     with pytest.raises(ValueError, match="TTB denominator"):
-        tables.main_table(runs, ttb_denominator="steps")
+        paper_tables.main_table(runs, ttb_denominator="steps")
 
 
 def test_paper_rows_in_the_paper_order_with_its_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -227,7 +227,7 @@ def test_paper_rows_in_the_paper_order_with_its_names(tmp_path: Path, capsys: py
         for label in labels:
             write_run(tmp_path, label, seed, CURVES[("bots" if label != "random" else "random", seed)])
     runs = load_runs([tmp_path])
-    assert tables.main_table(runs).rows == [
+    assert paper_tables.main_table(runs).rows == [
         "random",
         "offline_easy2hard",
         "bots_mopps",
@@ -235,12 +235,12 @@ def test_paper_rows_in_the_paper_order_with_its_names(tmp_path: Path, capsys: py
         "bots",
         "bots_greedy",
     ]
-    assert tables.main_table(runs, methods=["paper"]).rows == list(PAPER_LABELS)
+    assert paper_tables.main_table(runs, methods=["paper"]).rows == list(PAPER_LABELS)
     assert tables.main(["--runs", str(tmp_path), "--methods", "paper"]) == 0
     names = [line.split("|")[1].strip() for line in capsys.readouterr().out.splitlines() if line.startswith("| ")][1:]
     assert names == ["Random", "Offline (easy→hard)", "BOTS-MoPPS", "BOTS-DOTS", "BOTS"]
     with pytest.raises(LoadError, match=r"no runs labelled \['nope'\]"):
-        tables.main_table(runs, methods=["nope"])
+        paper_tables.main_table(runs, methods=["nope"])
 
 
 def test_one_table_holds_both_model_sizes(tmp_path: Path) -> None:
@@ -253,14 +253,14 @@ def test_one_table_holds_both_model_sizes(tmp_path: Path) -> None:
         # the 7B BOTS run is Random's curve: TTB = 1 exactly, unlike the 1.5B one
         write_run(tmp_path / "7b", "bots", seed, CURVES[("random", seed)], model=large)
     runs = load_runs([tmp_path])
-    table = tables.main_table(runs)
+    table = paper_tables.main_table(runs)
     assert table.models == ["Qwen2.5-1.5B-Instruct", "Qwen2.5-7B-Instruct"]
     assert table.rows_of("Qwen2.5-7B-Instruct") == ["random", "bots"]
     assert table.cell("bots", "math", "TTB50", model="Qwen2.5-1.5B-Instruct").mean == pytest.approx(0.75)
     assert table.cell("bots", "math", "TTB50", model="Qwen2.5-7B-Instruct").mean == pytest.approx(1.0)
     with pytest.raises(KeyError, match="pass model="):
         table.cell("bots", "math", "TTB50")
-    md = tables.to_markdown(table).splitlines()
+    md = table_text.to_markdown(table).splitlines()
     assert md[2].startswith("| Model | Method | math TTB(25%)↓")
     body = [line.split("|")[1:3] for line in md[4:8]]
     assert [(m.strip(), r.strip()) for m, r in body] == [
@@ -274,4 +274,4 @@ def test_one_table_holds_both_model_sizes(tmp_path: Path) -> None:
     for seed in (0, 1):
         write_run(tmp_path / "3b", "bots", seed, CURVES[("bots", seed)], model="Qwen/Qwen2.5-3B-Instruct")
     with pytest.raises(LoadError, match=r"domain math of Qwen2.5-3B-Instruct: no 'random' baseline runs"):
-        tables.main_table(load_runs([tmp_path]))
+        paper_tables.main_table(load_runs([tmp_path]))

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from verl_runlogs import recipe_runs, write_verl_run
 
-from analysis import figures, overhead, places, tables
+from analysis import figures, overhead, paper_tables, places, tables
 from analysis.loader import LoadError, load_run, load_runs
 
 RANDOM = {0: 0.1, 2: 0.2, 4: 0.3, 6: 0.4, 8: 0.5}
@@ -128,25 +128,25 @@ def test_meta_json_is_what_the_entry_point_writes(verl_runs: Path) -> None:
 
 def test_rho_lambda_and_selection_ablations(verl_runs: Path) -> None:
     runs = load_runs([verl_runs])
-    rho = tables.ablation_table(runs, "rho")
+    rho = paper_tables.ablation_table(runs, "rho")
     # BOTS-MoPPS (ρ = 0 but λ = 0) and BOTS-DOTS (ρ = 1 but λ = 1, greedy) are baselines, not sweep points
     assert rho.rows == ["ρ = 0", "ρ = 0.1"]
     # ρ = 0.1 is the main BOTS run (bots_rho0.1, the same config, has Random's curve and would give 1)
     assert rho.cell("ρ = 0.1", "math", "TTB50").mean == pytest.approx(0.5)
     assert rho.cell("ρ = 0", "math", "TTB50").mean == pytest.approx(1.5)
     assert rho.cell("ρ = 0", "math", "TTB100").n == 0
-    lam = tables.ablation_table(runs, "lam")
+    lam = paper_tables.ablation_table(runs, "lam")
     assert lam.rows == ["λ = 0", "λ = 0.1", "λ = 1"]
     assert lam.cell("λ = 0", "math", "TTB100").mean == pytest.approx(1.0)
     assert lam.cell("λ = 1", "math", "TTB100").mean == pytest.approx(0.75)
-    selection = tables.ablation_table(runs, "selection")
+    selection = paper_tables.ablation_table(runs, "selection")
     assert selection.rows == ["selection = thompson", "selection = greedy"]
     assert selection.cell("selection = greedy", "math", "BSF50").mean == pytest.approx(0.2 / 0.3)
 
 
 def test_main_table_and_places(verl_runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     runs = load_runs([verl_runs])
-    main = tables.main_table(runs, methods=["paper"])
+    main = paper_tables.main_table(runs, methods=["paper"])
     assert main.rows == ["random", "offline_easy2hard", "bots_mopps", "bots_dots", "bots"]
     expected = {"TTB25": 1.0, "TTB50": 0.5, "TTB100": 0.75, "BSF25": 1.5, "BSF50": 0.4 / 0.3, "BSF100": 1.2}
     for key, value in expected.items():

@@ -84,9 +84,9 @@ def test_the_paper_defaults_have_one_home():
     [
         ((), "bots.hparams.truth_source is not set"),
         (("+bots.hparams.truth_source=no_such_module:Factory",), "cannot be loaded: No module named 'no_such_module'"),
-        (("+bots.hparams.truth_source=bots_verl.toy.oracle:NoSuchFactory",), "cannot be loaded: module"),
-        (("+bots.hparams.truth_source=bots_verl.toy.oracle:VERSION_KEY_THAT_IS_NOT",), "cannot be loaded"),
-        (("+bots.hparams.truth_source=bots_verl.toy.oracle:__name__",), "not a factory"),
+        (("+bots.hparams.truth_source=bots_verl.toy.rollout_truth:NoSuchFactory",), "cannot be loaded: module"),
+        (("+bots.hparams.truth_source=bots_verl.toy.rollout_truth:VERSION_KEY_THAT_IS_NOT",), "cannot be loaded"),
+        (("+bots.hparams.truth_source=bots_verl.toy.rollout_truth:__name__",), "not a factory"),
     ],
 )
 def test_the_oracle_without_a_usable_truth_source_is_refused_by_the_driver(extra, message):
@@ -100,7 +100,7 @@ def test_the_oracle_without_a_usable_truth_source_is_refused_by_the_driver(extra
 
 def test_the_oracle_with_the_toy_truth_source_passes():
     config = _config(
-        "bots.selector=pass_rate_oracle", "+bots.hparams.truth_source=bots_verl.toy.oracle:RolloutServerTruth"
+        "bots.selector=pass_rate_oracle", "+bots.hparams.truth_source=bots_verl.toy.rollout_truth:RolloutServerTruth"
     )
     assert check_bots_config(config, read_bots_config(config)).selector == "pass_rate_oracle"
 

@@ -18,8 +18,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bots_verl.data.guru import PrepError, prepare_domain
+from bots_verl.data.guru import prepare_domain
 from bots_verl.data.guru_fixture import build_guru_dir, eval_math_file, math_file, ordering_file, write_bad_math_train
+from bots_verl.data.guru_rows import PrepError
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -162,7 +163,7 @@ def test_a_kill_between_the_renames_is_repaired_by_the_next_run(guru, tmp_path):
 
         def rename(src, dst):
             # The old folder has just been moved aside; die before the new one is moved in.
-            if Path(dst).name == "math" and ".staging-" in str(src):
+            if Path(dst).name == "math" and ".tmp-" in str(src):
                 os.kill(os.getpid(), signal.SIGKILL)
             real_rename(src, dst)
 
@@ -173,7 +174,7 @@ def test_a_kill_between_the_renames_is_repaired_by_the_next_run(guru, tmp_path):
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, cwd=ROOT, timeout=300)
     assert proc.returncode == -signal.SIGKILL
     assert not (out / "math").exists()
-    assert [name.split("-")[0] for name in _hidden(out)] == [".math.old", ".math.staging"]
+    assert [name.split("-")[0] for name in _hidden(out)] == [".math.old", ".math.tmp"]
 
     # The next run fails on its input, and yet the previous outputs are back, whole; no hidden folder remains.
     write_bad_math_train(guru)

@@ -11,8 +11,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from bots_verl.data.guru import PrepError, find_file, prepare, prepare_domain
+from bots_verl.data.guru import find_file, prepare, prepare_domain
 from bots_verl.data.guru_fixture import build_guru_dir, write_bad_math_train
+from bots_verl.data.guru_rows import PrepError
 from bots_verl.rewards import compute_score
 
 ROOT = Path(__file__).resolve().parents[2]

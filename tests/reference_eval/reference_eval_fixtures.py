@@ -18,7 +18,7 @@ from reference_eval.scoring import resolve_scorer
 WORDS = ["what", "is", "the", "answer", "to", "question", "user", "assistant", ":", "1", "2", "3"]
 BOXED = ["\\boxed{1}", "\\boxed{2}", "\\boxed{3}"]
 SPECIAL = ["[PAD]", "[UNK]", "<s>", "</s>"]
-CHAT_TEMPLATE = (
+FIXTURE_CHAT_TEMPLATE = (
     "{% for m in messages %}{{ m['role'] }} : {{ m['content'] }} {% endfor %}"
     "{% if add_generation_prompt %}assistant : {% endif %}"
 )
@@ -39,7 +39,7 @@ def build_tiny_model(path: Path) -> Path:
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", bos_token="<s>", eos_token="</s>"
     )
-    fast.chat_template = CHAT_TEMPLATE
+    fast.chat_template = FIXTURE_CHAT_TEMPLATE
     fast.save_pretrained(path)
     config = LlamaConfig(
         vocab_size=len(vocab),

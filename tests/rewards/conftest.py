@@ -11,7 +11,8 @@ import secrets
 
 import pytest
 
-from bots_verl.rewards.sandbox import SandboxUnavailableError, check_isolation
+from bots_verl.rewards.sandbox import SandboxUnavailableError
+from bots_verl.rewards.sandbox_checks import check_isolation
 
 
 @pytest.fixture(scope="session")

@@ -13,9 +13,10 @@ import tracemalloc
 
 import pytest
 
-from bots_verl.rewards import code_reward, compute_score
+from bots_verl.rewards import code_local, compute_score
 from bots_verl.rewards.code_reward import run_program
-from bots_verl.rewards.sandbox import ChannelClosed, Limits, launch
+from bots_verl.rewards.sandbox import Limits, launch
+from bots_verl.rewards.sandbox_channel import ChannelClosed
 
 STDIN = json.dumps({"inputs": ["2 3\n"], "outputs": ["5\n"]})
 CAP = 4096
@@ -47,7 +48,7 @@ def _worker(body: str, limits: Limits, isolation: str):
     """A stdin worker with ``body`` loaded."""
     box = launch("worker", {"kind": "stdin"}, isolation, limits)
     deadline = time.monotonic() + 30
-    assert code_reward._load(box, body, "", deadline) is None
+    assert code_local.load_program(box, body, "", deadline) is None
     return box, deadline
 
 
@@ -97,7 +98,7 @@ def test_output_up_to_the_cap_arrives_whole(sandbox: str, size: int) -> None:
     try:
         for _ in range(2):  # the stream stays in step from one run to the next
             box.channel.send({"stdin": ""}, deadline)
-            report = code_reward._recv_run(box, deadline, limits)
+            report = code_local.recv_run(box, deadline, limits)
             if size > CAP:
                 assert report == {"stdout_bytes": 0, "truncated": True, "exit": None, "stdout": ""}
             else:
@@ -131,7 +132,7 @@ class _Box:
 def test_a_report_announcing_too_much_output_is_refused_unread(size: object) -> None:
     channel = _LyingChannel({"stdout_bytes": size, "truncated": False, "exit": 0})
     with pytest.raises(ChannelClosed):
-        code_reward._recv_run(_Box(channel), time.monotonic() + 5, Limits(max_output_bytes=CAP))
+        code_local.recv_run(_Box(channel), time.monotonic() + 5, Limits(max_output_bytes=CAP))
     assert channel.raw_reads == []
 
 

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from bots_verl.rewards import compute_score, sandbox
+from bots_verl.rewards import compute_score, sandbox, sandbox_checks, sandbox_slots
 from bots_verl.rewards._seccomp import filter_program
-from bots_verl.rewards.sandbox import Limits, SandboxUnavailableError, check_isolation, launch
+from bots_verl.rewards.sandbox import Limits, SandboxUnavailableError, launch
+from bots_verl.rewards.sandbox_checks import check_isolation
 
 REPO = Path(__file__).resolve().parents[2]
 STDIN = json.dumps({"inputs": ["2 3\n"], "outputs": ["5\n"]})
@@ -65,7 +66,7 @@ def test_seccomp_program_shape() -> None:
 
 
 def test_unconfined_mode_is_opt_in_loud_and_still_judges(caplog: pytest.LogCaptureFixture, monkeypatch) -> None:
-    monkeypatch.setattr(sandbox, "_CHECKED", {})
+    monkeypatch.setattr(sandbox_checks, "_CHECKED", {})
     with caplog.at_level(logging.WARNING, logger="bots_verl.rewards.sandbox"):
         assert compute_score("codegen__x", _code("def add(a, b):\n    return a + b"), FUNCTIONAL, isolation="none")[
             "acc"
@@ -78,10 +79,10 @@ def test_unconfined_mode_is_opt_in_loud_and_still_judges(caplog: pytest.LogCaptu
 
 
 def test_missing_bubblewrap_is_an_error_not_a_silent_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sandbox, "_CHECKED", {})
+    monkeypatch.setattr(sandbox_checks, "_CHECKED", {})
     monkeypatch.setenv("BOTS_BWRAP", "/nonexistent/bwrap")
-    assert sandbox._bwrap_binary() is None
-    monkeypatch.setattr(sandbox, "_bwrap_binary", lambda: None)  # as on a machine without the package
+    assert sandbox.bwrap_binary() is None
+    monkeypatch.setattr(sandbox_checks, "bwrap_binary", lambda: None)  # as on a machine without the package
     with pytest.raises(SandboxUnavailableError, match="bubblewrap.*not installed.*isolation=none"):
         compute_score("codegen__x", _code("print(5)"), STDIN)
     with pytest.raises(SandboxUnavailableError):  # the verdict is cached, and raised again
@@ -94,7 +95,7 @@ def test_broken_bubblewrap_is_reported_with_its_error(monkeypatch: pytest.Monkey
     fake = tmp_path / "bwrap"
     fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
     fake.chmod(0o755)
-    monkeypatch.setattr(sandbox, "_CHECKED", {})
+    monkeypatch.setattr(sandbox_checks, "_CHECKED", {})
     monkeypatch.setenv("BOTS_BWRAP", str(fake))
     with pytest.raises(SandboxUnavailableError, match="No permissions to create new namespace"):
         check_isolation("bwrap")
@@ -107,7 +108,7 @@ def test_unknown_isolation_is_a_value_error() -> None:
 
 @pytest.mark.parametrize("value", ["0", "1000"])
 def test_concurrency_setting_is_checked(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sandbox, "_SEMAPHORE", None)
+    monkeypatch.setattr(sandbox_slots, "_SEMAPHORE", None)
     monkeypatch.setenv("BOTS_CODE_MAX_CONCURRENT", value)
     with pytest.raises(ValueError, match="BOTS_CODE_MAX_CONCURRENT"):
         compute_score("codegen__x", _code("print(5)"), STDIN)
@@ -161,5 +162,5 @@ def test_unprivileged_user_gets_the_same_sandbox(sandbox: str) -> None:
 
 
 def test_sandbox_python_is_the_real_interpreter() -> None:
-    assert os.path.realpath(sandbox._sandbox_python()) == sandbox._sandbox_python()
-    assert Path(sandbox._sandbox_python()).exists() and sys.version_info >= (3, 10)
+    assert os.path.realpath(sandbox.sandbox_python()) == sandbox.sandbox_python()
+    assert Path(sandbox.sandbox_python()).exists() and sys.version_info >= (3, 10)

@@ -7,8 +7,8 @@ import pytest
 
 from bots_verl.runlog import read_meta
 from bots_verl.sim import run_experiment
-from bots_verl.sim.cli import TOY, main
 from bots_verl.sim.report import cumulative_rollouts, rollouts_to_target
+from bots_verl.sim.sim_cli import TOY, main
 
 SMALL = {"pool_size": 600, "eval_size": 100}
 

@@ -10,9 +10,9 @@ import pytest
 from bots_verl.core import Selector
 from bots_verl.runlog import iter_metrics, read_meta
 from bots_verl.sim import acc_metric, build_world, get_scenario, parse_method, run_experiment, run_method
-from bots_verl.sim.cli import main
 from bots_verl.sim.loop import stream
 from bots_verl.sim.selector_registry import SIM_SELECTORS
+from bots_verl.sim.sim_cli import main
 
 SMALL = {"pool_size": 600, "eval_size": 100}
 

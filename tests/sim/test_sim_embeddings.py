@@ -5,8 +5,8 @@ import pytest
 
 from bots_verl.core.task_graph import TaskGraph
 from bots_verl.sim import build_world, get_scenario, parse_method, run_experiment
-from bots_verl.sim.embeddings import labelled_reference, pool_embeddings
 from bots_verl.sim.loop import stream
+from bots_verl.sim.pool_embeddings import labelled_reference, pool_embeddings
 
 
 def _world(**over):

@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from bots_verl import runlog
-from bots_verl.toy.benchmark import PROFILES, VARIANTS, arm_settings, run_benchmark, training_overrides
-from bots_verl.toy.evaluate import EXACT_METRIC, load_actor
+from bots_verl.runlog import TOY_EXACT_METRIC
+from bots_verl.toy.arms import PROFILES, VARIANTS, arm_settings, training_overrides
+from bots_verl.toy.benchmark import run_benchmark
+from bots_verl.toy.evaluate import load_actor
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +50,7 @@ def test_every_run_trains_and_is_evaluated(bench) -> None:
         # evaluated at step 0 (the shared start) and at every saved step
         assert sorted(int(s) for s in record["accuracy"]) == list(range(0, prof.steps + 1, prof.eval_every))
         assert all(0.0 < v < 1.0 for v in record["accuracy"].values())
-        assert record["accuracy"]["0"] == pytest.approx(metrics[0][EXACT_METRIC])
+        assert record["accuracy"]["0"] == pytest.approx(metrics[0][TOY_EXACT_METRIC])
         # only the last checkpoint is kept
         assert sorted(p.name for p in (run_dir / "ckpt").glob("global_step_*")) == [f"global_step_{prof.steps}"]
         # the run attached to one of the benchmark's shared Ray clusters instead of starting its own
@@ -174,13 +176,13 @@ def test_a_checkpoint_of_another_model_is_refused(bench, tmp_path) -> None:
 def test_stopping_terminates_runs_in_flight_and_starts_no_more(tmp_path) -> None:
     """Ctrl-C / SIGTERM / a failed run: the runs in flight are terminated and queued ones never start (a thread pool
     would otherwise run every queued run to the end before the benchmark exits)."""
-    from bots_verl.toy import benchmark
+    from bots_verl.toy import training_runs
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-    with benchmark._CHILDREN_LOCK:
-        benchmark._CHILDREN.add(child)
+    with training_runs._CHILDREN_LOCK:
+        training_runs._CHILDREN.add(child)
     try:
-        benchmark._stop_children()
+        training_runs.stop_children()
         assert child.wait(timeout=10) != 0
         manifest = {
             "artifacts": {
@@ -201,19 +203,19 @@ def test_stopping_terminates_runs_in_flight_and_starts_no_more(tmp_path) -> None
             if with_checkpoint:
                 (run_dir / "ckpt" / "global_step_2").mkdir(parents=True)
             with pytest.raises(RuntimeError, match="not started"):
-                benchmark._train_one(manifest, PROFILES["ci"], "random", seed, tmp_path, ([], []), 10.0)
+                training_runs.train_one(manifest, PROFILES["ci"], "random", seed, tmp_path, ([], []), 10.0)
             assert not (run_dir / "train.log").read_text()
             assert (run_dir / "run" / "metrics.jsonl").is_file() is with_checkpoint
     finally:
-        benchmark._STOP.clear()
-        benchmark._CHILDREN.discard(child)
+        training_runs.STOPPING.clear()
+        training_runs._CHILDREN.discard(child)
         child.kill()
 
 
 def test_summarize_finished_analyses_only_finished_runs(bench, tmp_path) -> None:
     import shutil
 
-    from bots_verl.toy.benchmark import summarize_finished
+    from bots_verl.toy.benchmark_summary import summarize_finished
 
     root, summary = bench
     copy = tmp_path / "bench"

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bots_verl.toy import benchmark
+from bots_verl.toy import benchmark, benchmark_lock, benchmark_summary, run_records, training_runs
 
 RESULTS = Path(__file__).resolve().parents[2] / "recipes" / "toy" / "results"
 
@@ -70,33 +70,33 @@ def test_other_failures_get_the_run_name_and_log_tail(tmp_path: Path) -> None:
     run_dir = tmp_path / "runs" / "mopps_s2"
     run_dir.mkdir(parents=True)
     (run_dir / "train.log").write_text("step 1\nTraceback: the last line\n")
-    error = benchmark._run_failure(run_dir, KeyError("val-core"))
+    error = training_runs.run_failure(run_dir, KeyError("val-core"))
     assert isinstance(error, RuntimeError)
     text = str(error)
     assert text.startswith("mopps_s2: KeyError: 'val-core'") and text.endswith("the last line\n")
-    timeout = benchmark._run_failure(run_dir, RuntimeError("mopps_s2: training timed out after 9 s (x)"))
+    timeout = training_runs.run_failure(run_dir, RuntimeError("mopps_s2: training timed out after 9 s (x)"))
     assert str(timeout).startswith("mopps_s2: training timed out") and "the last line" in str(timeout)
     exited = RuntimeError("mopps_s2: training exited with 1 (log):\nits tail")
-    assert benchmark._run_failure(run_dir, exited) is exited
+    assert training_runs.run_failure(run_dir, exited) is exited
 
 
 def test_a_summary_of_finished_runs_says_whether_any_planned_run_is_missing() -> None:
     summary = {"profile": {}, "finished_runs": 3, "planned_runs": 4, "median_step_s": 1.234}
-    assert benchmark._wall_clock(summary).startswith("**Partial: 3 of 4 planned runs finished**")
+    assert benchmark_summary.wall_clock(summary).startswith("**Partial: 3 of 4 planned runs finished**")
     summary["finished_runs"] = 4
-    assert benchmark._wall_clock(summary) == "All 4 planned runs finished; median step 1.23 s."
+    assert benchmark_summary.wall_clock(summary) == "All 4 planned runs finished; median step 1.23 s."
 
 
 def test_paired_statistics_join_the_summary(tmp_path: Path) -> None:
     shutil.copy(RESULTS / "summary.json", tmp_path / "summary.json")
     summary = json.loads((tmp_path / "summary.json").read_text())
     tables = {"main": "MAIN", "pool": "POOL", "overhead": "OVERHEAD"}
-    benchmark._add_paired(tmp_path, summary, tables)
+    benchmark_summary.add_paired(tmp_path, summary, tables)
     assert summary["paired"]["baseline"] == "random"
     assert set(summary["paired"]["comparisons"]) == {r["selector"] for r in summary["runs"]} - {"random"}
     assert json.loads((tmp_path / "summary.json").read_text())["paired"] == summary["paired"]
     assert (tmp_path / "figures" / "toy_paired.png").stat().st_size > 0
-    text = benchmark._summary_markdown(summary, tables, {"data": {"heldout_tasks": 600}}, tmp_path / "data")
+    text = benchmark_summary.summary_markdown(summary, tables, {"data": {"heldout_tasks": 600}}, tmp_path / "data")
     section = text.split("## Paired against random, seed by seed")[1]
     assert "| bots |" in section and section.index("| bots |") < section.index("## Selection overhead")
     assert "figures/toy_paired.png" in text
@@ -107,23 +107,24 @@ def test_no_paired_statistics_without_random(tmp_path: Path) -> None:
     summary["runs"] = [r for r in summary["runs"] if r["selector"] != "random"]
     summary.pop("paired", None)  # the committed summary carries its own
     tables: dict[str, str] = {}
-    benchmark._add_paired(tmp_path, summary, tables)
+    benchmark_summary.add_paired(tmp_path, summary, tables)
     assert "paired" not in summary and not tables and not (tmp_path / "paired.json").exists()
 
 
 def test_a_separate_async_arm_gets_a_shared_cluster_with_a_logical_gpu_for_its_rollout() -> None:
-    from bots_verl.toy.benchmark import _cluster_gpus, arm_settings
+    from bots_verl.toy.arms import arm_settings, cluster_gpus
 
     assert arm_settings("bots_separate") == (
         "bots",
         ("trainer.v1.trainer_mode=separate_async", "trainer.v1.separate_async.parameter_sync_step=1"),
     )
-    assert _cluster_gpus([("bots", 0), ("bots_separate", 0)]) == 2
-    assert _cluster_gpus([("bots", 0), ("bots_async", 1)]) == 1
+    assert cluster_gpus([("bots", 0), ("bots_separate", 0)]) == 2
+    assert cluster_gpus([("bots", 0), ("bots_async", 1)]) == 1
 
 
 def test_an_unknown_arm_is_refused_by_the_dry_run(capsys) -> None:
-    from bots_verl.toy.benchmark import arm_settings, main
+    from bots_verl.toy.arms import arm_settings
+    from bots_verl.toy.benchmark import main
 
     assert arm_settings("dapo_ds")[0] == "random" and arm_settings("bots") == ("bots", ())
     with pytest.raises(ValueError, match="nope"):
@@ -134,7 +135,7 @@ def test_an_unknown_arm_is_refused_by_the_dry_run(capsys) -> None:
 
 def test_the_tables_take_finished_runs_only(tmp_path: Path) -> None:
     """A stopped run that logged nothing (no ``done.json``) does not stop the summary of the finished ones."""
-    from bots_verl.toy.benchmark import finished_runs
+    from bots_verl.toy.run_records import finished_runs
 
     with pytest.raises(RuntimeError, match="no finished run"):
         finished_runs(tmp_path)
@@ -193,14 +194,15 @@ def test_done_and_summary_files_are_written_atomically(tmp_path: Path, monkeypat
     with pytest.raises(KeyboardInterrupt):
         fileio.write_text_atomic(done, '{"steps": 2, "accuracy": {}}\n')
     assert done.read_text() == '{"steps": 1}\n' and [p.name for p in tmp_path.iterdir()] == ["done.json"]
-    source = Path(benchmark.__file__).read_text()
-    assert "done_file.write_text" not in source and '"summary.json").write_text' not in source
+    for module in (benchmark, benchmark_summary, run_records, training_runs):
+        source = Path(module.__file__).read_text()
+        assert "done_file.write_text" not in source and '"summary.json").write_text' not in source
 
 
 _HOLDER = """
 import sys, time
 from pathlib import Path
-from bots_verl.toy.benchmark import directory_lock
+from bots_verl.toy.benchmark_lock import directory_lock
 with directory_lock(Path(sys.argv[1])):
     print("holding", flush=True)
     time.sleep(120)
@@ -226,7 +228,7 @@ def test_a_second_benchmark_on_one_out_is_refused_and_a_dead_holder_is_stale(
         holder.kill()  # SIGKILL: no finally runs, the lock file stays behind
         holder.wait()
     assert (tmp_path / ".benchmark.lock").is_file()
-    with caplog.at_level("INFO"), benchmark.directory_lock(tmp_path):
+    with caplog.at_level("INFO"), benchmark_lock.directory_lock(tmp_path):
         assert json.loads((tmp_path / ".benchmark.lock").read_text())["pid"] != holder.pid
     assert f"took over a stale lock of pid {holder.pid}" in caplog.text
     assert not (tmp_path / ".benchmark.lock").exists()  # released
@@ -242,17 +244,16 @@ def test_a_repeated_arm_or_seed_is_refused(capsys: pytest.CaptureFixture[str]) -
 
 def test_a_failed_analysis_says_why(tmp_path: Path) -> None:
     """The analysis' own message (run, metric, step), not only "returned non-zero exit status 2"."""
-    from bots_verl.runlog import RunWriter
-    from bots_verl.toy.evaluate import EXACT_METRIC
+    from bots_verl.runlog import TOY_EXACT_METRIC, RunWriter
 
     run_dir = tmp_path / "runs" / "random_s0"
     with RunWriter(run_dir / "run", domain="toy", method="random", seed=0, total_steps=2) as writer:
         for step in (1, 2):
             writer.log(step, {"bots/rollouts": 16.0, "bots/batch/effective_task_ratio": 0.5})
         for step, acc in ((0, 0.25), (2, 7.5)):
-            writer.log(step, {EXACT_METRIC: acc})
+            writer.log(step, {TOY_EXACT_METRIC: acc})
     with pytest.raises(RuntimeError) as info:
-        benchmark._analyse(tmp_path, [run_dir / "run"])
+        benchmark_summary.analyse(tmp_path, [run_dir / "run"])
     text = str(info.value)
     assert text.startswith("the main table (analysis.tables) failed with exit status 2: error: run toy/random/seed0")
-    assert f"metric '{EXACT_METRIC}' at step 2: accuracy 7.5 is outside [0, 1]" in text
+    assert f"metric '{TOY_EXACT_METRIC}' at step 2: accuracy 7.5 is outside [0, 1]" in text

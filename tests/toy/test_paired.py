@@ -9,11 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fake_benchmark import write_benchmark_run
 
-from analysis import paired
-from analysis.loader import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC, LoadError
-from analysis.metrics import Curve
-from bots_verl.runlog import RunWriter
+from analysis import paired, paired_inputs, paired_relative, paired_report, paired_stats
+from analysis.cost_metrics import Curve
+from analysis.loader import LoadError
+from bots_verl.runlog import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC, TOY_EXACT_METRIC
 
 RESULTS = Path(__file__).resolve().parents[2] / "recipes" / "toy" / "results"
 STEPS = 24
@@ -35,17 +36,17 @@ def _summary(runs: list[dict]) -> dict:
     return {"profile": {"steps": STEPS}, "runs": runs}
 
 
-def _doubling() -> list[paired.RunRecord]:
+def _doubling() -> list[paired_inputs.RunRecord]:
     """``random`` at slope a, ``fast`` at 2a and ``flat`` at 0 (it never reaches random's best), per seed."""
     runs = []
     for seed, a in SLOPES.items():
         runs += [_record("random", seed, _linear(a)), _record("fast", seed, _linear(2 * a))]
         runs.append(_record("flat", seed, _linear(0.0)))
-    return paired.records_from_summary(_summary(runs))
+    return paired_inputs.records_from_summary(_summary(runs))
 
 
 def test_twice_the_slope_halves_the_ratio_and_ttb() -> None:
-    comp = paired.compare(_doubling(), "fast")
+    comp = paired_stats.compare(_doubling(), "fast")
     assert comp.seeds == sorted(SLOPES) and not comp.unpaired
     st = comp.stats
     for seed, a in SLOPES.items():
@@ -72,8 +73,10 @@ def test_twice_the_slope_halves_the_ratio_and_ttb() -> None:
 
 def test_the_baseline_against_itself_is_the_null() -> None:
     records = _doubling()
-    same = [paired.RunRecord("copy", r.seed, r.total_steps, r.accuracy) for r in records if r.selector == "random"]
-    comp = paired.compare(records + same, "copy")
+    same = [
+        paired_inputs.RunRecord("copy", r.seed, r.total_steps, r.accuracy) for r in records if r.selector == "random"
+    ]
+    comp = paired_stats.compare(records + same, "copy")
     for key in ("ttb25", "ttb50", "ttb100", "bsf100", "slope_ratio"):
         assert comp.stats[key].t.mean == pytest.approx(1.0), key
     for key in ("mean_gain_diff", "final_gain_diff"):
@@ -81,7 +84,7 @@ def test_the_baseline_against_itself_is_the_null() -> None:
 
 
 def test_never_reached_and_non_positive_slopes_are_counted_not_dropped() -> None:
-    comp = paired.compare(_doubling(), "flat")
+    comp = paired_stats.compare(_doubling(), "flat")
     ttb = comp.stats["ttb100"]
     assert ttb.t.n == 0 and ttb.t.n_missing == len(SLOPES)
     assert set(ttb.reasons.values()) == {"never reached"}
@@ -91,9 +94,9 @@ def test_never_reached_and_non_positive_slopes_are_counted_not_dropped() -> None
     assert all(math.isnan(v) for v in slope.values.values())
     # the differences stay defined: flat gains nothing
     assert comp.stats["final_gain_diff"].t.mean == pytest.approx(-np.mean([a * STEPS for a in SLOPES.values()]))
-    md = paired.to_markdown([comp])
+    md = paired_report.to_markdown([comp])
     assert f"{len(SLOPES)} never reached" in md and f"{len(SLOPES)} selector slope ≤ 0" in md
-    out = paired.to_dict([comp])["comparisons"]["flat"]["statistics"]["ttb100"]
+    out = paired_report.to_dict([comp])["comparisons"]["flat"]["statistics"]["ttb100"]
     assert out["mean"] is None and out["n_undefined"] == len(SLOPES)
     assert set(out["undefined"].values()) == {"never reached"}
     json.dumps(out, allow_nan=False)
@@ -102,32 +105,32 @@ def test_never_reached_and_non_positive_slopes_are_counted_not_dropped() -> None
 def test_one_unreached_seed_is_shown_in_the_overview() -> None:
     runs = [_record("random", s, _linear(a)) for s, a in SLOPES.items()]
     runs += [_record("bots", s, _linear(2 * a if s else 0.0)) for s, a in SLOPES.items()]
-    (comp,) = paired.compare_all(paired.records_from_summary(_summary(runs)))
+    (comp,) = paired_stats.compare_all(paired_inputs.records_from_summary(_summary(runs)))
     ttb = comp.stats["ttb100"]
     assert ttb.reasons == {0: "never reached"} and ttb.t.n == len(SLOPES) - 1
     assert ttb.t.mean == pytest.approx(0.5)
-    assert f"(1/{len(SLOPES)} —)" in paired.to_markdown([comp]).split("\n\n")[1]
+    assert f"(1/{len(SLOPES)} —)" in paired_report.to_markdown([comp]).split("\n\n")[1]
 
 
 def test_only_seeds_both_have_are_paired() -> None:
     runs = [_record("random", s, _linear(SLOPES[s])) for s in (0, 1)] + [_record("random", 3, _linear(1 / 1024))]
     runs += [_record("bots", s, _linear(2 * SLOPES[s])) for s in (0, 1, 2)]
-    records = paired.records_from_summary(_summary(runs))
-    comp = paired.compare(records, "bots")
+    records = paired_inputs.records_from_summary(_summary(runs))
+    comp = paired_stats.compare(records, "bots")
     assert comp.seeds == [0, 1]
     assert comp.unpaired == {"bots": [2], "random": [3]}
     assert set(comp.stats["slope_ratio"].values) == {0, 1} and comp.stats["slope_ratio"].t.n == 2
-    assert "bots seeds [2]; random seeds [3]" in paired.to_markdown([comp])
+    assert "bots seeds [2]; random seeds [3]" in paired_report.to_markdown([comp])
     with pytest.raises(ValueError, match="no seed in common"):
-        paired.compare([r for r in records if r.seed != 0 and r.seed != 1], "bots")
+        paired_stats.compare([r for r in records if r.seed != 0 and r.seed != 1], "bots")
     with pytest.raises(ValueError, match="no 'uniform' runs"):
-        paired.compare_all(records, baseline="uniform")
+        paired_stats.compare_all(records, baseline="uniform")
 
 
 def test_a_selector_run_longer_than_the_baseline_is_refused() -> None:
     runs = [_record("random", 0, _linear(1 / 1024, steps=12), steps=12), _record("bots", 0, _linear(1 / 512))]
     with pytest.raises(ValueError, match="longer than the baseline's budget"):
-        paired.compare(paired.records_from_summary(_summary(runs)), "bots")
+        paired_stats.compare(paired_inputs.records_from_summary(_summary(runs)), "bots")
 
 
 def test_a_shorter_selector_run_is_censored_at_the_baseline_target() -> None:
@@ -141,7 +144,7 @@ def test_a_shorter_selector_run_is_censored_at_the_baseline_target() -> None:
         _record("ds", 0, _linear(4 * a, steps=half), steps=half),
         _record("ds", 1, _linear(a, steps=half), steps=half),
     ]
-    st = paired.compare(paired.records_from_summary(_summary(runs)), "ds").stats
+    st = paired_stats.compare(paired_inputs.records_from_summary(_summary(runs)), "ds").stats
     assert st["ttb100"].values[0] == pytest.approx(0.25)
     assert math.isnan(st["ttb100"].values[1]) and st["ttb100"].reasons[1] == f"not reached in its {half} steps"
     assert st["bsf50"].values[1] == pytest.approx(1.0)  # horizon T/2: covered, same slope
@@ -155,38 +158,28 @@ def test_a_shorter_selector_run_is_censored_at_the_baseline_target() -> None:
 def test_curve_helpers_on_uneven_steps() -> None:
     curve = Curve(np.array([0.0, 1.0, 4.0]), np.array([0.2, 0.3, 0.3]))
     # gain (0, 0.1, 0.1): trapezoids 0.05 over [0, 1] and 0.3 over [1, 4], over the 4 steps spanned
-    assert paired.mean_gain(curve) == pytest.approx((0.05 + 0.3) / 4)
-    assert paired.final_gain(curve) == pytest.approx(0.1)
-    assert paired.slope(curve) == pytest.approx(np.polyfit(curve.steps, curve.values, 1)[0])
-    assert math.isnan(paired.slope(Curve(np.array([0.0]), np.array([0.2]))))
+    assert paired_stats.mean_gain(curve) == pytest.approx((0.05 + 0.3) / 4)
+    assert paired_stats.final_gain(curve) == pytest.approx(0.1)
+    assert paired_stats.slope(curve) == pytest.approx(np.polyfit(curve.steps, curve.values, 1)[0])
+    assert math.isnan(paired_stats.slope(Curve(np.array([0.0]), np.array([0.2]))))
 
 
 def test_bootstrap_is_deterministic() -> None:
     values = [0.3, 0.9, 0.5, 0.7]
-    first = paired.bootstrap_interval(values)
-    assert paired.bootstrap_interval(values) == first
+    first = paired_stats.bootstrap_interval(values)
+    assert paired_stats.bootstrap_interval(values) == first
     assert min(values) <= first[0] < np.mean(values) < first[1] <= max(values)
-    assert paired.bootstrap_interval(values, seed=1) != first
-    assert paired.bootstrap_interval([*values, float("nan")]) == first  # undefined seeds are not resampled
-    assert all(math.isnan(x) for x in paired.bootstrap_interval([0.4, float("nan")]))
-    a = paired.to_dict(paired.compare_all(_doubling()))
-    b = paired.to_dict(paired.compare_all(_doubling()))
+    assert paired_stats.bootstrap_interval(values, seed=1) != first
+    assert paired_stats.bootstrap_interval([*values, float("nan")]) == first  # undefined seeds are not resampled
+    assert all(math.isnan(x) for x in paired_stats.bootstrap_interval([0.4, float("nan")]))
+    a = paired_report.to_dict(paired_stats.compare_all(_doubling()))
+    b = paired_report.to_dict(paired_stats.compare_all(_doubling()))
     assert a == b
 
 
 def _write_log(root: Path, selector: str, seed: int, curve: dict[str, float], rollouts: float, etr: float) -> None:
-    with RunWriter(
-        root / "runs" / f"{selector}_s{seed}" / "run",
-        run_id=f"toy_{selector}_s{seed}",
-        domain="toy",
-        method=selector,
-        seed=seed,
-        total_steps=STEPS,
-    ) as writer:
-        for step in range(1, STEPS + 1):
-            writer.log(step, {ROLLOUTS_METRIC: rollouts, ETR_METRIC: etr, STEP_TIME_METRIC: rollouts / 64})
-        for step, acc in curve.items():
-            writer.log(int(step), {"val-core/toy__arith/acc/exact": acc})
+    line = {ROLLOUTS_METRIC: rollouts, ETR_METRIC: etr, STEP_TIME_METRIC: rollouts / 64}
+    write_benchmark_run(root, selector, seed, [line] * STEPS, {s: {TOY_EXACT_METRIC: acc} for s, acc in curve.items()})
 
 
 def test_run_log_statistics_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -196,9 +189,9 @@ def test_run_log_statistics_and_cli(tmp_path: Path, capsys: pytest.CaptureFixtur
             runs.append(_record(selector, seed, _linear(slope)))
             _write_log(tmp_path, selector, seed, runs[-1]["accuracy"], rollouts, etr)
     (tmp_path / "summary.json").write_text(json.dumps(_summary(runs)))
-    records = paired.load_benchmark(tmp_path)
+    records = paired_inputs.load_benchmark(tmp_path)
     assert all(r.log is not None for r in records)
-    (comp,) = paired.compare_all(records)
+    (comp,) = paired_stats.compare_all(records)
     for seed in SLOPES:
         assert comp.stats["etr_diff"].values[seed] == pytest.approx(0.5 - 0.25)
         # bots reaches random's final accuracy at T/2 spending 192 a step, random at T spending 128 a step
@@ -218,7 +211,7 @@ def test_run_log_statistics_and_cli(tmp_path: Path, capsys: pytest.CaptureFixtur
     meta = tmp_path / "runs" / "bots_s1" / "run" / "meta.json"
     meta.write_text(meta.read_text().replace('"seed": 1', '"seed": 7'))
     with pytest.raises(LoadError, match="seed 7"):
-        paired.load_benchmark(tmp_path)
+        paired_inputs.load_benchmark(tmp_path)
 
 
 def test_rollouts_against_a_peer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -231,15 +224,15 @@ def test_rollouts_against_a_peer(tmp_path: Path, capsys: pytest.CaptureFixture[s
             runs.append(_record(selector, seed, _linear(factor * a)))
             _write_log(tmp_path, selector, seed, runs[-1]["accuracy"], rollouts, 0.5)
     (tmp_path / "summary.json").write_text(json.dumps(_summary(runs)))
-    comparisons = paired.compare_all(paired.load_benchmark(tmp_path))
-    ratios = {(r.selector, r.peer): r for r in paired.peer_ratios(comparisons, ["costly", "flat"])}
+    comparisons = paired_stats.compare_all(paired_inputs.load_benchmark(tmp_path))
+    ratios = {(r.selector, r.peer): r for r in paired_relative.peer_ratios(comparisons, ["costly", "flat"])}
     assert set(ratios) == {("fast", "costly"), ("fast", "flat")}
     fast = ratios[("fast", "costly")]
     assert all(v == pytest.approx(0.25) for v in fast.values.values()) and fast.t.mean == pytest.approx(0.25)
     flat = ratios[("fast", "flat")]
     assert flat.t.n == 0 and all("flat" in why for why in flat.reasons.values())
     with pytest.raises(ValueError, match="peers"):
-        paired.peer_ratios(comparisons, ["dapo_ds"])
+        paired_relative.peer_ratios(comparisons, ["dapo_ds"])
 
     assert paired.main([str(tmp_path), "--peers", "costly", "--out", str(tmp_path / "out")]) == 0
     assert "selector over peer" in capsys.readouterr().out
@@ -250,25 +243,25 @@ def test_rollouts_against_a_peer(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 def test_one_seed_has_means_without_intervals(tmp_path: Path) -> None:
     records = [r for r in _doubling() if r.seed == 0]
-    (fast, flat) = paired.compare_all(records)
+    (fast, flat) = paired_stats.compare_all(records)
     st = fast.stats["slope_ratio"]
     assert st.t.n == 1 and st.t.mean == pytest.approx(0.5)
     assert math.isnan(st.t.lo) and all(math.isnan(x) for x in st.bootstrap)
-    row = next(line for line in paired.to_markdown([fast, flat]).splitlines() if line.startswith("| fast |"))
+    row = next(line for line in paired_report.to_markdown([fast, flat]).splitlines() if line.startswith("| fast |"))
     assert "| 0.50 |" in row and "[" not in row  # a mean, no interval
-    assert paired.save_figure([fast, flat], tmp_path / "one.png").stat().st_size > 0
+    assert paired_report.save_figure([fast, flat], tmp_path / "one.png").stat().st_size > 0
 
 
 def test_figure_is_a_png(tmp_path: Path) -> None:
-    comparisons = paired.compare_all(_doubling())
-    path = paired.save_figure(comparisons, tmp_path / "figs" / "paired.png")
+    comparisons = paired_stats.compare_all(_doubling())
+    path = paired_report.save_figure(comparisons, tmp_path / "figs" / "paired.png")
     from matplotlib.image import imread
 
     image = imread(path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert image.ndim == 3 and image.shape[1] > image.shape[0] > 100  # one wide row of panels
-    fig = paired.paired_figure(comparisons)
-    assert [ax.get_title() for ax in fig.axes] == [paired._SPECS[k].label for k in paired.FIGURE_KEYS]
+    fig = paired_report.paired_figure(comparisons)
+    assert [ax.get_title() for ax in fig.axes] == [paired_stats.SPECS[k].label for k in paired_report.FIGURE_KEYS]
 
 
 def test_committed_results_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -315,7 +308,7 @@ def test_a_record_accuracy_outside_0_1_or_not_finite_is_an_error(
     (tmp_path / "summary.json").write_text(json.dumps(_summary(runs)))
     where = rf"{tmp_path}/summary.json: benchmark record random seed 0: 'accuracy' at step {STEPS}: {message}"
     with pytest.raises(LoadError, match=where):
-        paired.load_benchmark(tmp_path)
+        paired_inputs.load_benchmark(tmp_path)
     assert paired.main([str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "summary.json: benchmark record random seed 0" in err
@@ -339,4 +332,4 @@ def test_a_seed_or_step_that_is_not_an_integer_names_the_file(
         runs[0]["accuracy"][value] = 0.5
     (tmp_path / "summary.json").write_text(json.dumps(_summary(runs)))
     with pytest.raises(LoadError, match=rf"{tmp_path}/summary.json: {message}"):
-        paired.load_benchmark(tmp_path)
+        paired_inputs.load_benchmark(tmp_path)

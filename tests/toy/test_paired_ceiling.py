@@ -8,10 +8,10 @@ import math
 from pathlib import Path
 
 import pytest
+from fake_benchmark import write_benchmark_run
 
-from analysis import paired
-from analysis.loader import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC
-from bots_verl.runlog import RunWriter
+from analysis import paired, paired_inputs, paired_relative, paired_stats
+from bots_verl.runlog import ETR_METRIC, ROLLOUTS_METRIC, STEP_TIME_METRIC, TOY_EXACT_METRIC
 
 STEPS = 24
 EVERY = 2
@@ -31,25 +31,16 @@ def _write(root: Path, arms=ARMS) -> None:
         for selector, factor, etr in arms:
             curve = _linear(factor * a)
             runs.append({"selector": selector, "seed": seed, "steps": STEPS, "accuracy": curve})
-            with RunWriter(
-                root / "runs" / f"{selector}_s{seed}" / "run",
-                run_id=f"toy_{selector}_s{seed}",
-                domain="toy",
-                method=selector,
-                seed=seed,
-                total_steps=STEPS,
-            ) as writer:
-                for step in range(1, STEPS + 1):
-                    writer.log(step, {ROLLOUTS_METRIC: 128.0, ETR_METRIC: etr, STEP_TIME_METRIC: 2.0})
-                for step, acc in curve.items():
-                    writer.log(int(step), {"val-core/toy__arith/acc/exact": acc})
+            line = {ROLLOUTS_METRIC: 128.0, ETR_METRIC: etr, STEP_TIME_METRIC: 2.0}
+            evals = {step: {TOY_EXACT_METRIC: acc} for step, acc in curve.items()}
+            write_benchmark_run(root, selector, seed, [line] * STEPS, evals)
     (root / "summary.json").write_text(json.dumps({"profile": {"steps": STEPS}, "runs": runs}))
 
 
 def test_share_of_the_oracle_saving(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _write(tmp_path)
-    comparisons = paired.compare_all(paired.load_benchmark(tmp_path))
-    shares = {s.selector: s for s in paired.ceiling_shares(comparisons, "oracle")}
+    comparisons = paired_stats.compare_all(paired_inputs.load_benchmark(tmp_path))
+    shares = {s.selector: s for s in paired_relative.ceiling_shares(comparisons, "oracle")}
     assert set(shares) == {"fast", "flat"}
     fast = shares["fast"]
     # TTB 0.5 against the oracle's 0.25: (1 - 0.5) / (1 - 0.25) of its saving, in every seed
@@ -60,7 +51,7 @@ def test_share_of_the_oracle_saving(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert flat.t.n == 0 and math.isnan(flat.of_means)
     assert all(why == "flat: never reached" for why in flat.reasons.values())
     with pytest.raises(ValueError, match="ceiling"):
-        paired.ceiling_shares(comparisons, "nobody")
+        paired_relative.ceiling_shares(comparisons, "nobody")
 
     assert paired.main([str(tmp_path), "--ceiling", "oracle", "--out", str(tmp_path / "out")]) == 0
     text = capsys.readouterr().out
@@ -74,5 +65,7 @@ def test_share_of_the_oracle_saving(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 def test_an_oracle_that_saved_nothing_leaves_the_share_undefined(tmp_path: Path) -> None:
     _write(tmp_path, (("random", 1, 0.25), ("oracle", 1, 0.9), ("fast", 2, 0.5)))
-    (share,) = paired.ceiling_shares(paired.compare_all(paired.load_benchmark(tmp_path)), "oracle")
+    (share,) = paired_relative.ceiling_shares(
+        paired_stats.compare_all(paired_inputs.load_benchmark(tmp_path)), "oracle"
+    )
     assert share.t.n == 0 and all("oracle saved no steps" in why for why in share.reasons.values())

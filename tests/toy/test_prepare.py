@@ -14,7 +14,8 @@ import pytest
 
 from bots_verl.integration.evidence.task_index import TaskIndex, check_parquet_columns, read_reference_columns
 from bots_verl.rewards import compute_score
-from bots_verl.toy.prepare import PROFILES, REFERENCE_COLUMNS, PrepareError, prepare
+from bots_verl.toy.build_profiles import BUILD_PROFILES, REFERENCE_COLUMNS, PrepareError
+from bots_verl.toy.prepare import prepare
 from bots_verl.toy.tasks import parse_prompt
 
 
@@ -24,7 +25,7 @@ def built(ci_data: Path) -> Path:
 
 
 def test_train_and_val_have_the_layout_the_trainer_reads(built) -> None:
-    profile = PROFILES["ci"]
+    profile = BUILD_PROFILES["ci"]
     train, val = built / "train.parquet", built / "val.parquet"
     check_parquet_columns(
         str(train), ["data_source", "prompt", "reward_model", "extra_info", "task_id", *REFERENCE_COLUMNS]
@@ -136,7 +137,7 @@ def test_a_lost_reference_is_rebuilt_alone_in_process(built, tmp_path) -> None:
 def test_quick_profile_is_the_full_pool_scaled_down_and_full_is_untouched() -> None:
     """Issue 21: the quick pool keeps the full pool's proportions (its starting policy has mixed groups to select),
     and the headline's data and warm-ups (the full profile) stay what its committed artifacts were built with."""
-    full, quick = PROFILES["full"], PROFILES["quick"]
+    full, quick = BUILD_PROFILES["full"], BUILD_PROFILES["quick"]
     assert {k: v / full.pool_per_cell[1] for k, v in full.pool_per_cell.items()} == {
         k: v / quick.pool_per_cell[1] for k, v in quick.pool_per_cell.items()
     }
@@ -203,7 +204,7 @@ def test_a_changed_train_file_rebuilds_the_labelled_columns(built, tmp_path) -> 
     import numpy as np
     import pyarrow as pa
 
-    from bots_verl.toy.similarity import LABELLED_FILE, build_similarity_inputs, labelled_column
+    from bots_verl.toy.similarity_inputs import LABELLED_FILE, build_similarity_inputs, labelled_column
 
     copy = tmp_path / "changed"
     shutil.copytree(built, copy)

@@ -6,8 +6,9 @@ import json
 
 import numpy as np
 import pytest
+from fake_benchmark import write_benchmark_run
 
-from bots_verl.runlog import RunWriter
+from bots_verl.runlog import ETR_METRIC
 from bots_verl.toy.sim_compare import compare, fit_learning_rate, load_measured, main
 
 # selector, seed, accuracy by step, ETR by step (a subset: bots has one seed, random two)
@@ -21,10 +22,8 @@ RUNS = [
 def _benchmark(root, with_summary=True, runs=RUNS):
     records = []
     for sel, seed, acc, etr in runs:
-        run = root / "runs" / f"{sel}_s{seed}"
-        with RunWriter(run / "run", run_id=f"{sel}{seed}", source="verl", method=sel, seed=seed) as w:
-            for step, value in enumerate(etr, 1):
-                w.log(step, {"bots/batch/effective_task_ratio": value, "actor/lr": 1e-4})
+        lines = [{ETR_METRIC: value, "actor/lr": 1e-4} for value in etr]
+        run = write_benchmark_run(root, sel, seed, lines, run_id=f"{sel}{seed}", source="verl").parent
         record = {"selector": sel, "seed": seed, "steps": 4, "accuracy": {str(k): v for k, v in acc.items()}}
         (run / "done.json").write_text(json.dumps(record))
         records.append(record)
@@ -94,7 +93,7 @@ def test_without_summary_reads_done_records_then_simulates_alone(tmp_path, capsy
     text = capsys.readouterr().out
     assert "not available yet" in text and "| mopps |" in text  # the full profile's selectors
     data = json.loads((empty / "o" / "toy_compare.json").read_text())
-    from bots_verl.toy.benchmark import PROFILES
+    from bots_verl.toy.arms import PROFILES
 
     assert data["measured"] == {} and data["settings"]["steps"] == PROFILES["full"].steps
 

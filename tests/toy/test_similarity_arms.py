@@ -15,8 +15,8 @@ import pytest
 
 from bots_verl.integration.evidence.embeddings import load_task_embeddings
 from bots_verl.integration.transport.sampler_state import checkpoint_sampler_state
-from bots_verl.toy.benchmark import LABELLED_ARMS, PROFILES, arm_settings, training_overrides
-from bots_verl.toy.similarity import LABELLED_SUBSETS, labelled_column
+from bots_verl.toy.arms import LABELLED_ARMS, PROFILES, arm_settings, training_overrides
+from bots_verl.toy.similarity_inputs import LABELLED_SUBSETS, labelled_column
 
 pytestmark = pytest.mark.slow
 

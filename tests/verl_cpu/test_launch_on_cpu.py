@@ -164,17 +164,17 @@ def test_dry_run_of_the_two_key_command_line(tmp_path):
 
 
 def test_training_threads_come_from_the_environment(monkeypatch):
-    from bots_verl.verl_cpu import hooks
+    from bots_verl.verl_cpu import verl_registrations
 
-    monkeypatch.delenv(hooks.TRAIN_THREADS_ENV, raising=False)
-    assert hooks.training_threads() is None
-    assert int(launch.env_vars()[hooks.TRAIN_THREADS_ENV]) == len(os.sched_getaffinity(0))
-    monkeypatch.setenv(hooks.TRAIN_THREADS_ENV, "1")
-    assert hooks.training_threads() == 1 and launch.env_vars()[hooks.TRAIN_THREADS_ENV] == "1"
+    monkeypatch.delenv(verl_registrations.TRAIN_THREADS_ENV, raising=False)
+    assert verl_registrations.training_threads() is None
+    assert int(launch.env_vars()[verl_registrations.TRAIN_THREADS_ENV]) == len(os.sched_getaffinity(0))
+    monkeypatch.setenv(verl_registrations.TRAIN_THREADS_ENV, "1")
+    assert verl_registrations.training_threads() == 1 and launch.env_vars()[verl_registrations.TRAIN_THREADS_ENV] == "1"
     for bad in ("0", "two", "-1"):
-        monkeypatch.setenv(hooks.TRAIN_THREADS_ENV, bad)
+        monkeypatch.setenv(verl_registrations.TRAIN_THREADS_ENV, bad)
         with pytest.raises(ValueError, match="BOTS_TRAIN_THREADS"):
-            hooks.training_threads()
+            verl_registrations.training_threads()
 
 
 def test_a_cluster_started_after_ray_was_imported_still_uses_the_loopback_address(monkeypatch):

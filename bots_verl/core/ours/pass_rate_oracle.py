@@ -7,13 +7,15 @@ are broken by its seeded generator. The rollouts and the update are every other 
 
 The true pass rates reach it in one of two ways, both through numpy arrays only:
 
-- ``observe_truth(p, version)`` before every ``select`` (the simulator's hook, :mod:`bots_verl.sim.oracle`, and any
-  caller that knows the truth); a ``select`` without a fresh observation raises, so a stale truth is never used;
+- ``observe_truth(p, version)`` before every ``select`` (the simulator's hook, :mod:`bots_verl.sim.oracle_selector`,
+  and any caller that knows the truth); a ``select`` without a fresh observation raises, so a stale truth is never
+  used;
 - a **truth source** named by the hyperparameter ``truth_source`` (``"package.module:factory"``): the first
   ``select`` imports it and calls ``factory(num_tasks, **truth_args)`` once, which returns a callable; every
   ``select`` then calls it and gets ``p`` or ``(p, version)``. This is how a trainer whose selector lives in another
   process (verl's, :mod:`bots_verl.integration.transport.selector_service`) supplies it: the toy's source,
-  :class:`bots_verl.toy.oracle.RolloutServerTruth`, computes the exact pass rates on the rollout server's weights.
+  :class:`bots_verl.toy.rollout_truth.RolloutServerTruth`, computes the exact pass rates on the rollout server's
+  weights.
   The core imports nothing beyond numpy: the source is the caller's module, loaded by name.
 
 ``version`` is what the source says the pass rates were computed from (the toy: the rollout server's weight

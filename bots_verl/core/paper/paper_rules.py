@@ -4,7 +4,7 @@ BOTS (Bayesian Online Task Selection, arXiv 2510.26374) in one class, step by st
 port state them. Nothing here is optimised or validated: inputs are assumed to be well formed. The library's selectors
 (:mod:`bots_verl.core.paper.bots_selectors`) compute the same numbers faster and safely;
 ``tests/core/paper/test_paper_rules.py`` holds them to this module to 1e-12 for ``bots``, ``mopps`` and
-``implicit_only``, and ``python -m bots_verl.benchmarks.selector_speed`` times the two side by side.
+``implicit_only``, and ``python -m bots_verl.speed.selector_speed`` times the two side by side.
 
 One training step ``t`` (paper Sec. 3, Fig. 1):
 

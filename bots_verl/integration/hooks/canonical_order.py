@@ -6,7 +6,7 @@ instead. It reads every response's tokens from TransferQueue, which is worth it 
 repeat: the CPU backend's ``hf`` rollout samples with per-row seeds and batch-independent numerics
 (:mod:`bots_verl.verl_cpu.hf_server`), so a resumed run trains on exactly what the uninterrupted run trained on. vLLM
 and SGLang are not batch-invariant by default, so there the sort would buy nothing and cost a copy of every response
-token to the driver each step (:mod:`bots_verl.benchmarks.canonical_order_cost` measures it);
+token to the driver each step (:mod:`bots_verl.speed.canonical_order_cost` measures it);
 :func:`wants_canonical_order` keeps them out of it.
 """
 

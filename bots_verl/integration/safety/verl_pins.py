@@ -229,11 +229,11 @@ PINS: dict[str, tuple[str, str]] = {
     ),
     "verl.workers.engine.base:EngineRegistry": (
         "f07ea16011005a58e50c947fd25b18b43da47c2b86aea5e0f51ad9db15033421",
-        "verl_cpu.hooks registers the FSDP engines for device cpu through EngineRegistry.register",
+        "verl_cpu.verl_registrations registers the FSDP engines for device cpu through EngineRegistry.register",
     ),
     "verl.workers.rollout.base:get_rollout_class": (
         "d0be5827f1214f04fa25ce71c8df8b6297540e8dd714bec35245ec63f932fb74",
-        "verl_cpu.hooks adds ('hf', 'async') to the private _ROLLOUT_REGISTRY this reads",
+        "verl_cpu.verl_registrations adds ('hf', 'async') to the private _ROLLOUT_REGISTRY this reads",
     ),
     "verl.workers.rollout.replica:RolloutReplica": (
         "5983e713558c4e04aee091e92a47ba52269def5bea650ab1bebc2868fbcb5775",
@@ -241,7 +241,7 @@ PINS: dict[str, tuple[str, str]] = {
     ),
     "verl.workers.rollout.replica:RolloutReplicaRegistry": (
         "3f6c8ceeaee4b6b2cfc1aa0d4e3abfa048d5510929da01f73f0209ee299ba280",
-        "verl_cpu.hooks registers the hf replica",
+        "verl_cpu.verl_registrations registers the hf replica",
     ),
     "verl.workers.rollout.llm_server:LLMServerClient.generate": (
         "45f4cf4029f0be37b7de9c19972b0606b8052cf81c937e1b0f836c38d022acdb",

@@ -11,7 +11,7 @@ import pytest
 
 
 def test_cpu_by_process_counts_new_processes_from_zero_and_sums_a_name():
-    from bots_verl.benchmarks.cpu_step_time import cpu_by_process
+    from bots_verl.speed.cpu_step_time import cpu_by_process
 
     before = {1: ("python", 10.0), 2: ("ray::WorkerDict", 5.0), 3: ("ray::IDLE", 1.0)}
     after = {
@@ -42,13 +42,13 @@ def test_cpu_by_process_counts_new_processes_from_zero_and_sums_a_name():
     ],
 )
 def test_process_names_come_from_ray_titles_or_the_program(title, name):
-    from bots_verl.benchmarks.cpu_step_time import _process_name
+    from bots_verl.speed.cpu_step_time import _process_name
 
     assert _process_name(title) == name
 
 
 def test_tree_cpu_seconds_sees_a_child_that_burns_cpu():
-    from bots_verl.benchmarks.cpu_step_time import _tree_cpu_seconds
+    from bots_verl.speed.cpu_step_time import _tree_cpu_seconds
 
     child = subprocess.Popen(
         [

@@ -1,6 +1,6 @@
 """What the canonical row order costs the driver per step, at GPU-scale shapes, measured on CPU.
 
-Run as ``python -m bots_verl.benchmarks.canonical_order_cost [--prompts 512 --n 16 --tokens 4096]``.
+Run as ``python -m bots_verl.speed.canonical_order_cost [--prompts 512 --n 16 --tokens 4096]``.
 :func:`~bots_verl.integration.hooks.canonical_order.canonical_order` reads every response of the step from TransferQueue
 (``prompts * n * tokens`` int64 tokens) and sorts the rows by them; with a vLLM/SGLang rollout the replay buffer
 skips it and keeps verl's metadata-only batch (:mod:`bots_verl.integration.hooks.replay_buffer`). This prints both per

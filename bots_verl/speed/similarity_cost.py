@@ -1,6 +1,6 @@
 """Benchmark: the task graph's one-off cost and the per-step cost of reference-free BOTS at pool scale (issue 36).
 
-``python -m bots_verl.benchmarks.similarity_cost`` builds, per embedding width (default 64 and 256 dims, 100,000
+``python -m bots_verl.speed.similarity_cost`` builds, per embedding width (default 64 and 256 dims, 100,000
 tasks, k = 16), a ``bots_noref`` selector from random float32 embeddings (the set-up: normalising, the exact chunked
 top-k graph), and prints:
 
@@ -27,10 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bots_verl.benchmarks.selector_speed import time_steps
 from bots_verl.core import Selector, build_selector
 from bots_verl.core.task_graph import choose_labelled, impute_reference
 from bots_verl.fileio import markdown_table, write_text_atomic
+from bots_verl.speed.selector_speed import time_steps
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         [
             "# Task graph and reference-free BOTS: cost at pool scale (issue 36)",
             "",
-            f"`python -m bots_verl.benchmarks.similarity_cost` (k = {args.k}, batch {args.batch} x 16 attempts, "
+            f"`python -m bots_verl.speed.similarity_cost` (k = {args.k}, batch {args.batch} x 16 attempts, "
             f"median of {args.repeats} steps; random float32 embeddings). Measured on {os.cpu_count()} CPU cores "
             f"shared with a running benchmark (load average {load:.1f} at the end), so the times are inflated and "
             "noisy. Peak memory: what `tracemalloc` sees (numpy's allocations), the caller's embeddings excluded. "

@@ -1,6 +1,6 @@
 """Step time and start-up of real BOTS training on the CPU backend (verl's trainer, the addition task).
 
-Run as ``python -m bots_verl.benchmarks.cpu_step_time [--prompts 8 --n 4 --response-length 16 --steps 12 --warmup 2]``.
+Run as ``python -m bots_verl.speed.cpu_step_time [--prompts 8 --n 4 --response-length 16 --steps 12 --warmup 2]``.
 It builds the toy model and data in a temporary directory, launches ``python -m bots_verl.main trainer.device=cpu ...``
 (the command a user runs), watches the run's ``metrics.jsonl`` as lines arrive and prints:
 
@@ -35,6 +35,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
+from bots_verl.runlog import STEP_TIME_METRIC
 from bots_verl.verl_cpu.cluster import SharedRayCluster
 from bots_verl.verl_cpu.launch import MIN_RAY_CPUS
 
@@ -194,8 +195,8 @@ def main(argv: list[str] | None = None) -> None:
         floor_after = _floor(paths["model"], args) if args.floor_repeats > 0 else None
 
     steps = sorted(s for s in records if s > args.warmup)
-    step_s = [records[s]["timing_s/step"] for s in steps]
-    first = records[1]["timing_s/step"]
+    step_s = [records[s][STEP_TIME_METRIC] for s in steps]
+    first = records[1][STEP_TIME_METRIC]
     startup = arrivals[1] - start - first
     phases = {
         p: statistics.median(records[s].get(f"timing_s/{p}", 0.0) for s in steps)
@@ -253,9 +254,9 @@ def _floor(model_dir: str, args: argparse.Namespace) -> _Floor:
     import torch
 
     from bots_verl.verl_cpu.addition_task import prompt_length
-    from bots_verl.verl_cpu.hooks import training_threads
     from bots_verl.verl_cpu.launch import env_vars
     from bots_verl.verl_cpu.plain_grpo import time_plain_step
+    from bots_verl.verl_cpu.verl_registrations import training_threads
 
     threads = training_threads() or int(env_vars()["BOTS_TRAIN_THREADS"])
     previous = torch.get_num_threads()

@@ -2,8 +2,8 @@
 
 Usage::
 
-    python -m bots_verl.benchmarks.reward_throughput                        # this tree only
-    python -m bots_verl.benchmarks.reward_throughput --baseline /work/main  # and another checkout, with the ratio
+    python -m bots_verl.speed.reward_throughput                        # this tree only
+    python -m bots_verl.speed.reward_throughput --baseline /work/main  # and another checkout, with the ratio
 
 Each tree is measured in its own subprocess (``PYTHONPATH=<tree>``, so the baseline's own ``bots_verl.rewards`` is
 imported) by calling ``compute_score`` from a thread pool, as verl's reward loop does (``--threads``, default 8).

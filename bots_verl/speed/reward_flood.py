@@ -2,9 +2,9 @@
 
 Usage::
 
-    python -m bots_verl.benchmarks.reward_flood                            # 64 flooding answers, this tree
-    python -m bots_verl.benchmarks.reward_flood --baseline /work/main     # and another checkout
-    python -m bots_verl.benchmarks.reward_flood --workload at-cap         # answers that print just under the cap
+    python -m bots_verl.speed.reward_flood                            # 64 flooding answers, this tree
+    python -m bots_verl.speed.reward_flood --baseline /work/main     # and another checkout
+    python -m bots_verl.speed.reward_flood --workload at-cap         # answers that print just under the cap
 
 Each tree runs in a fresh interpreter (``PYTHONPATH=<tree>``, so a baseline's own ``bots_verl.rewards`` is imported)
 with ``BOTS_CODE_MAX_CONCURRENT=--answers``, and scores ``--answers`` answers from as many threads at once (as verl's
@@ -89,7 +89,7 @@ def _tree_rss_kib(root: int) -> int:
 def _measure(workload: str, answers: int, timeout_s: float, min_available_kib: int) -> dict:
     """Score ``answers`` answers of ``workload`` at once in this process; the memory figures."""
     from bots_verl.rewards import compute_score
-    from bots_verl.rewards.sandbox import check_isolation
+    from bots_verl.rewards.sandbox_checks import check_isolation
 
     check_isolation("bwrap")
     answer = f"```python\n{_WORKLOADS[workload]}```"

@@ -1,6 +1,6 @@
 """Round trip of the posterior actor per training step: select + update through Ray.
 
-Run as ``python -m bots_verl.benchmarks.actor_roundtrip [--tasks 100000 --batch 32 --rollouts 16 --steps 50]``. Starts
+Run as ``python -m bots_verl.speed.actor_roundtrip [--tasks 100000 --batch 32 --rollouts 16 --steps 50]``. Starts
 a local Ray (``num_cpus=2``), creates the actor as the trainer does and times, per step, ``select`` of one batch and
 ``update`` with that batch's outcomes, both through the sampler (``ray.get`` on the actor), i.e. what the trainer adds
 to a step. Prints the median and p90 in milliseconds, plus the actor-side compute share.

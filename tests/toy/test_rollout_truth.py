@@ -12,11 +12,11 @@ import pytest
 
 from bots_verl import runlog
 from bots_verl.integration.transport.sampler_state import checkpoint_sampler_state
-from bots_verl.toy import oracle
-from bots_verl.toy.benchmark import PROFILES, VARIANTS, arm_settings, training_overrides
+from bots_verl.toy import rollout_truth
+from bots_verl.toy.arms import PROFILES, VARIANTS, arm_settings, training_overrides
 from bots_verl.toy.evaluate import load_actor
 from bots_verl.toy.likelihood import answer_stats, load_model
-from bots_verl.toy.oracle import RolloutServerTruth, exact_pass_rates, pool_problems
+from bots_verl.toy.rollout_truth import RolloutServerTruth, exact_pass_rates, pool_problems
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +57,7 @@ def _weights(data: Path, run_dir: Path, step: int):
 def test_the_arm_is_the_core_oracle_with_the_toy_truth_source() -> None:
     selector, extra = arm_settings("oracle")
     assert selector == "pass_rate_oracle" and VARIANTS["oracle"][1] == extra
-    assert any("truth_source=bots_verl.toy.oracle:RolloutServerTruth" in o for o in extra)
+    assert any("truth_source=bots_verl.toy.rollout_truth:RolloutServerTruth" in o for o in extra)
 
 
 def test_exact_pass_rates_are_the_likelihood_evaluation(data: Path) -> None:
@@ -73,7 +73,7 @@ def test_exact_pass_rates_are_the_likelihood_evaluation(data: Path) -> None:
         RolloutServerTruth(len(problems) + 1, data=str(data / "train.parquet"))
     # the per-step cost, measured as the server computes it
     args = ["--data", str(data / "train.parquet"), "--model", str(data / "models" / "policy"), "--repeat", "1"]
-    assert oracle.main(args) == 0
+    assert rollout_truth.main(args) == 0
 
 
 def test_every_selection_sees_the_weights_that_generate_its_rollouts(data: Path, run: Path) -> None:

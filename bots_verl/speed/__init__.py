@@ -1,6 +1,6 @@
-"""Benchmarks: entry points that time or size parts of BOTS; nothing in the library imports them.
+"""Speed and memory benchmarks: entry points that time or size parts of BOTS; nothing in the library imports them.
 
-Each module runs as ``python -m bots_verl.benchmarks.<name> [--help]``:
+Each module runs as ``python -m bots_verl.speed.<name> [--help]``:
 
 | module | what it measures | needs |
 |---|---|---|

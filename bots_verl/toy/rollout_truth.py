@@ -2,7 +2,7 @@
 
 Issue 38, item 1. The arm is the core selector ``pass_rate_oracle`` (:mod:`bots_verl.core.ours.pass_rate_oracle`: the
 ``B`` tasks whose true pass rate is nearest p* = 0.5) with :class:`RolloutServerTruth` as its truth source
-(``bots_verl.toy.benchmark.VARIANTS["oracle"]``). The rollouts and the GRPO update are every other arm's.
+(``bots_verl.toy.arms.VARIANTS["oracle"]``). The rollouts and the GRPO update are every other arm's.
 
 **Which weights.** The selector runs in its Ray actor
 (:class:`bots_verl.integration.transport.selector_service.SelectorService`) and selects when verl's sync trainer fetches
@@ -22,7 +22,7 @@ for ``top_p = 1`` and no ``top_k`` (the benchmark's settings) and a response bud
 :func:`~bots_verl.toy.likelihood.answer_stats`' dataset order, ~40% less time here; the values agree to ~1e-6).
 
 **Cost.** One forward pass over the pool per step in the rollout server's single thread, logged per step as
-``bots/oracle/truth_ms`` (``bots/select_ms`` includes it). ``python -m bots_verl.toy.oracle --data
+``bots/oracle/truth_ms`` (``bots/select_ms`` includes it). ``python -m bots_verl.toy.rollout_truth --data
 runs/toy/data/pool.parquet --model runs/toy/data/models/policy`` measures it the same way outside a run
 (:func:`measure`); the figures are in ``bots_verl/toy/README.md``.
 """
@@ -133,7 +133,7 @@ class RolloutServerTruth:
     """The ``oracle`` arm's truth source: each call, the exact pass rates under the rollout server's weights.
 
     Built by ``pass_rate_oracle`` on its first selection as ``RolloutServerTruth(num_tasks, **truth_args)``
-    (hyperparameters ``truth_source="bots_verl.toy.oracle:RolloutServerTruth"`` and ``truth_args``).
+    (hyperparameters ``truth_source="bots_verl.toy.rollout_truth:RolloutServerTruth"`` and ``truth_args``).
 
     Args:
         num_tasks: the pool size the selector was built for.
@@ -229,8 +229,8 @@ def measure(data: str | Sequence[str], model_dir: str | Path, repeat: int = 7, t
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bots_verl.toy.oracle --data POOL --model POLICY``: the oracle's per-step cost on that pool."""
-    parser = argparse.ArgumentParser(prog="python -m bots_verl.toy.oracle", description=main.__doc__)
+    """``python -m bots_verl.toy.rollout_truth --data POOL --model POLICY``: the oracle's per-step cost on that pool."""
+    parser = argparse.ArgumentParser(prog="python -m bots_verl.toy.rollout_truth", description=main.__doc__)
     parser.add_argument("--data", required=True, help="the pool: train.parquet or pool.parquet of a toy build")
     parser.add_argument("--model", required=True, help="a toy policy (e.g. runs/toy/data/models/policy)")
     parser.add_argument("--repeat", type=int, default=7)

@@ -1,10 +1,10 @@
 """Benchmark: time per training step and memory per task of the selectors at large pools.
 
-``python -m bots_verl.benchmarks.selector_speed`` prints, per pool size, milliseconds per step (select + update) of the
+``python -m bots_verl.speed.selector_speed`` prints, per pool size, milliseconds per step (select + update) of the
 ``bots`` selector next to the paper's rules written plainly (:class:`bots_verl.core.paper.paper_rules.PaperBOTS`:
 full-pool arrays, no validation, a full sort), and the share of a typical one-minute RL step.
 
-``python -m bots_verl.benchmarks.selector_speed --memory --pools 1000000`` prints, per selector, the peak bytes per task
+``python -m bots_verl.speed.selector_speed --memory --pools 1000000`` prints, per selector, the peak bytes per task
 that ``tracemalloc`` measures while building, selecting and updating (the caller's reference array included), the figure
 the selector states (``bytes_per_task``, used to refuse pools that cannot fit), and the median select and update times.
 """

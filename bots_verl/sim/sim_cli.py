@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bots_verl.sim.experiment import run_experiment
-from bots_verl.sim.methods import MethodSpec, parse_args_list, parse_method, parse_value
+from bots_verl.sim.methods import SimMethod, parse_args_list, parse_method, parse_value
 from bots_verl.sim.scenario import PRESETS
 
 logger = logging.getLogger(__name__)
@@ -137,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _methods(args: argparse.Namespace, defaults: dict) -> list[MethodSpec]:
+def _methods(args: argparse.Namespace, defaults: dict) -> list[SimMethod]:
     names = args.methods or defaults.get("methods") or "bots,mopps,implicit_only,random,oracle"
     specs = [parse_method(x) for x in names.split(",") if x.strip()]
     specs += [parse_method(v) for v in args.variant]
@@ -155,7 +155,7 @@ def _methods(args: argparse.Namespace, defaults: dict) -> list[MethodSpec]:
             if label not in by_label:
                 raise ValueError(f"--dapo {label!r}: not among the methods {sorted(by_label)}")
             base = by_label[label]
-            specs.append(MethodSpec(f"{label}+dapo", base.selector, dict(base.hparams)).with_args(dapo=True))
+            specs.append(SimMethod(f"{label}+dapo", base.selector, dict(base.hparams)).with_args(dapo=True))
     return specs
 
 

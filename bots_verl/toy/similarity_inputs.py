@@ -5,7 +5,7 @@
   ``text`` method on this pool because the policy's states carry what it computes for a prompt, while byte n-grams of
   ``8188-867`` mostly share digits: imputing the pool's reference columns from the 16 most similar tasks of a random
   10% gives Pearson r 0.64 (weak) / 0.65 (strong) with policy states, 0.25 / 0.26 with text (``python -m
-  bots_verl.toy.similarity --compare DIR``). Nothing here is made for arithmetic: the same command embeds GURU.
+  bots_verl.toy.similarity_inputs --compare DIR``). Nothing here is made for arithmetic: the same command embeds GURU.
 - ``train_labelled.parquet``: ``train.parquet`` plus, per subset of :data:`LABELLED_SUBSETS`, the two reference
   columns restricted to the chosen tasks (``toy_weak_pass_rate_ref10``, ...; NaN elsewhere). The values are the
   build's own columns on those tasks, which are exactly what ``reference_eval collect --label-fraction`` gives: a
@@ -127,7 +127,7 @@ def _compare(out: Path, fraction: float = 0.1, k: int = 16) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m bots_verl.toy.similarity --compare DIR``: the embedding comparison quoted in the docstring."""
+    """``python -m bots_verl.toy.similarity_inputs --compare DIR``: the embedding comparison quoted in the docstring."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--compare", required=True, type=Path, help="a prepared build (runs/toy/data)")
     args = parser.parse_args(argv)
