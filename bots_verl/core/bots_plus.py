@@ -5,7 +5,7 @@ stays unchanged); the implicit evidence is ``irt`` (:mod:`bots_verl.core.irt_evi
 reference columns fitted online, plus each task's own filtered residual, instead of one global weak/strong
 interpolation coefficient. The directions that were measured and not adopted (a reference prior, rho and lam set from
 the measured errors, learnability selection) live in the simulator's ablation
-(:mod:`bots_verl.sim.ablation_selectors`); the measurements are in ``recipes/results/sim/bots_plus_results.md``.
+(:mod:`bots_verl.sim.ablation_selectors`); the measurements are in ``bots_verl/sim/bots_plus_results.md``.
 
 Non-binary rewards: :func:`rewards_to_successes` maps per-rollout rewards to the fractional successes the core accepts
 (rewards in [0, 1] are used as they are; rewards on another bounded scale ``[lo, hi]`` are rescaled affinely and
@@ -63,7 +63,7 @@ def rewards_to_successes(rewards: Any, lo: float = 0.0, hi: float = 1.0) -> tupl
 class BOTSPlusSelector(BetaPosteriorSelector):
     """BOTS with the ``irt`` evidence (all reference columns, per-task residuals); lam = rho = 0.1, Thompson.
 
-    One setting for every domain, chosen from the ablation in ``recipes/results/sim/bots_plus_results.md``. The ``irt``
+    One setting for every domain, chosen from the ablation in ``bots_verl/sim/bots_plus_results.md``. The ``irt``
     plug-in's hyperparameters (``forget``, ``ridge``, ``residual_forget``, ...) are documented in
     :class:`~bots_verl.core.irt_evidence.IRTEvidence`.
     """

@@ -28,7 +28,7 @@ of :mod:`bots_verl.core.neighbour_evidence` carries residuals against a global l
 ``p_base`` is clipped to ``[eps, 1 - eps]`` (``eps`` = 1/64) before its logit: the interpolation clips at 0 and 1,
 where a logit is infinite and no residual could move it. One step costs ``O(batch * k)`` for the scatter and ``O(N)``
 vector operations; nothing loops over the pool in Python. The simulator's prediction:
-``recipes/results/sim/gap_results.md``.
+``bots_verl/sim/gap_results.md``.
 """
 
 from __future__ import annotations

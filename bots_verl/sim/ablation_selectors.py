@@ -1,7 +1,7 @@
 """Directions measured for ``bots_plus`` and not adopted, kept runnable for the ablation (not in the core).
 
 ``python -m bots_verl.sim.bots_plus_ablation`` compares them; the findings are in
-``recipes/results/sim/bots_plus_results.md``. They are options of two simulator selectors
+``bots_verl/sim/bots_plus_results.md``. They are options of two simulator selectors
 (:data:`~bots_verl.sim.selector_registry.SIM_SELECTORS`): ``bots_ablation`` (the paper's ``bots``) and
 ``bots_plus_ablation`` (``bots_plus``), which take the core selectors' hyperparameters plus:
 

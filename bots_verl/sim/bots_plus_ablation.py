@@ -1,9 +1,9 @@
 """Ablation: ``bots_plus`` and every direction tried, on all presets and a robustness sweep.
 
-Run ``python -m bots_verl.sim.bots_plus_ablation --seeds 10 --steps 300 --out
-recipes/results/sim/bots_plus_results.md``. Every row runs on the same seeds (paired worlds) through
-:func:`bots_verl.sim.experiment.run_experiment`; cells are ``mean [95% t-interval over seeds]``. Our 70% criterion is
-``TTB(100%) <= 1 - 0.7 * (1 - TTB_oracle)``, checked per scenario against the oracle's mean TTB(100%) in the same run.
+Run ``python -m bots_verl.sim.bots_plus_ablation --seeds 10 --steps 300 --out bots_verl/sim/bots_plus_results.md``.
+Every row runs on the same seeds (paired worlds) through :func:`bots_verl.sim.experiment.run_experiment`; cells are
+``mean [95% t-interval over seeds]``. Our 70% criterion is ``TTB(100%) <= 1 - 0.7 * (1 - TTB_oracle)``,
+checked per scenario against the oracle's mean TTB(100%) in the same run.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--presets", default="math,code,logic")
     parser.add_argument("--sweep-presets", default="math,logic", help="presets the robustness sweep runs on")
-    parser.add_argument("--out", default="recipes/results/sim/bots_plus_results.md")
+    parser.add_argument("--out", default="bots_verl/sim/bots_plus_results.md")
     args = parser.parse_args(argv)
     specs = [spec for spec, _ in DIRECTIONS]
     labels = [parse_method(spec).label for spec in specs]

@@ -1,10 +1,10 @@
 """Simulator prediction for issue 38, item 4: a sharper implicit-evidence model against paper BOTS and the oracle.
 
-Run ``nice -n 19 python -m bots_verl.sim.gap_ablation --seeds 10 --out recipes/results/sim/gap_results.md``. Every arm
-runs on the same seeds (paired worlds) through :func:`bots_verl.sim.experiment.run_experiment`, on the toy testbed's v2
-shape (90 steps, 16 tasks x 8 rollouts). Cells are ``mean [95% t-interval over seeds]``; the share of the oracle's step
-saving, ``(1 - TTB_x) / (1 - TTB_oracle)`` at TTB(100%) against Random, is a ratio of means with a paired bootstrap
-interval over seeds (:mod:`bots_verl.sim.saving_share`).
+Run ``nice -n 19 python -m bots_verl.sim.gap_ablation --seeds 10 --out bots_verl/sim/gap_results.md``. Every arm runs
+on the same seeds (paired worlds) through :func:`bots_verl.sim.experiment.run_experiment`, on the toy testbed's v2
+shape (90 steps, 16 tasks x 8 rollouts). Cells are ``mean [95% t-interval over seeds]``; the share of the oracle's
+step saving, ``(1 - TTB_x) / (1 - TTB_oracle)`` at TTB(100%) against Random, is a ratio of means with a paired
+bootstrap interval over seeds (:mod:`bots_verl.sim.saving_share`).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Run the comparison and write the results file (``--help`` for the options)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--out", default="recipes/results/sim/gap_results.md")
+    parser.add_argument("--out", default="bots_verl/sim/gap_results.md")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
     specs = [spec for spec, _ in ARMS]

@@ -92,10 +92,10 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     # issue 36: no reference columns; each step's explicit evidence spreads to similar tasks
     "bots_noref": ("bots_noref", ()),
     # issue 38, item 4: every reference column, and the interpolation's error learnt over the task graph from each
-    # step's explicit evidence (core/residual_evidence.py; predicted in recipes/results/sim/gap_results.md)
+    # step's explicit evidence (core/residual_evidence.py; predicted in bots_verl/sim/gap_results.md)
     "bots_ref_graph": ("bots_ref_graph", ()),
     # issue 38, item 4: the warm start, selecting the tasks known to sit near p* instead of Thompson sampling
-    # (core/selection_rules.py, expected_distance; predicted in recipes/results/sim/gap_results.md)
+    # (core/selection_rules.py, expected_distance; predicted in bots_verl/sim/gap_results.md)
     "bots_warm_expected": ("bots_warm", ("+bots.hparams.selection=expected_distance",)),
 }
 
