@@ -57,6 +57,7 @@ REFERENCE_COLUMNS=${REFERENCE_COLUMNS:-'[qwen2.5_7b_pass_rate,qwen3_30b_pass_rat
 LAMBDA=${LAMBDA:-0.1}                             # [paper] forgetting toward the prior (old counts x (1 - lambda))
 RHO=${RHO:-0.1}                                   # [paper] implicit-evidence weight
 SELECTION=${SELECTION:-thompson}                  # [paper] Thompson sampling; greedy = posterior mean
+CLIP_RATIO_HIGH=${CLIP_RATIO_HIGH:-0.2}           # PPO's upper clip; DAPO's clip-higher is 0.28 (bots_ds ablation)
 # issue 36 (ours): the train file and the pool's embedding file (python -m reference_eval embed) of the reference-light
 # methods (bots_ref<pct>, bots_noref); the other methods train on $DATA_DIR/$DOMAIN/train.parquet without embeddings
 TRAIN_FILE=${TRAIN_FILE:-}
@@ -126,6 +127,14 @@ bots_method_args() {
             #            samples softmax(-|p - 0.5| / tau) with tau = 1e-3 [dots], which is greedy up to near-ties.
             METHOD_ARGS=(bots.selector=bots +bots.hparams.lam=1.0 +bots.hparams.rho=1.0 "+bots.hparams.target=$TARGET"
                 +bots.hparams.selection=greedy +bots.hparams.evidence=interpolation) ;;
+        bots_ds)
+            # issue 48: paper BOTS plus verl's DAPO dynamic sampling on acc (arXiv 2503.14476): all-0 / all-1 groups are
+            # discarded and the step refilled, each refill selected from the posterior as updated by the discarded
+            # groups (they are evidence too); at most 10 generation batches per step, as verl's DAPO recipe
+            METHOD_ARGS=(bots.selector=bots "+bots.hparams.lam=$LAMBDA" "+bots.hparams.rho=$RHO"
+                "+bots.hparams.target=$TARGET" "+bots.hparams.selection=$SELECTION" +bots.hparams.evidence=interpolation
+                algorithm.filter_groups.enable=true algorithm.filter_groups.metric=acc
+                algorithm.filter_groups.max_num_gen_batches=10) ;;
         bots_ref*)
             # ours (issue 36): paper BOTS with reference columns on a labelled subset (NaN elsewhere), the NaN rows
             # imputed from their labelled neighbours in the task graph of $TASK_EMBEDDINGS (core preset bots_partial_ref)
@@ -135,7 +144,7 @@ bots_method_args() {
             # graph of $TASK_EMBEDDINGS (core preset bots_noref)
             METHOD_ARGS=(bots.selector=bots_noref "bots.task_embeddings=$TASK_EMBEDDINGS") ;;
         *)
-            echo "unknown METHOD '$1' (random|offline_easy2hard|bots_mopps|bots_dots|bots|bots_rho<x>|bots_lambda<x>|bots_greedy|bots_ref<pct>|bots_noref)" >&2
+            echo "unknown METHOD '$1' (random|offline_easy2hard|bots_mopps|bots_dots|bots|bots_rho<x>|bots_lambda<x>|bots_greedy|bots_ds|bots_ref<pct>|bots_noref)" >&2
             return 1 ;;
     esac
 }
@@ -201,7 +210,7 @@ bots_launch() {
         actor_rollout_ref.actor.use_kl_loss=False
         actor_rollout_ref.actor.entropy_coeff=0
         actor_rollout_ref.actor.clip_ratio_low=0.2
-        actor_rollout_ref.actor.clip_ratio_high=0.2
+        "actor_rollout_ref.actor.clip_ratio_high=$CLIP_RATIO_HIGH"
         actor_rollout_ref.actor.grad_clip=1.0
         # rollout
         actor_rollout_ref.rollout.name=vllm

@@ -11,7 +11,8 @@ and attach to the session's Ray cluster (``ray_attach``) to keep CI time modest:
 - **K**: A's configuration; the posterior actor is killed once the step-2 checkpoint is written.
 - **M**: K's checkpoint with ``data.pt`` removed, resumed: refused by the driver before Ray starts.
 - **R**: K's step-2 checkpoint resumed in a new process to step 4, compared with A.
-- **D**: DAPO (``algorithm.filter_groups`` on ``acc``) for 2 steps.
+- **D**: DAPO (``algorithm.filter_groups`` on ``acc``) for 2 steps, checkpointed at both (the toy benchmark's
+  ``bots_ds`` arm); **DR**: D's step-1 checkpoint resumed in a new process to step 2, compared with D.
 - **L**: ``bots_warm`` with ``bots.rollout_allocation.mode=posterior`` for 2 steps.
 """
 
@@ -149,14 +150,14 @@ def test_kill_and_resume_gives_identical_selections_posterior_and_weights(kill_a
     assert result["selections"] == [] and result["posterior"] == [] and result["weights"] == [], result
 
 
-def _two_step_run(toy: dict[str, str], work: Path, attach: dict[str, str], *extra: str) -> Path:
-    """A 2-step run with ``extra`` overrides, checkpointed at step 2, its run log in ``work / "run"``."""
+def _two_step_run(toy: dict[str, str], work: Path, attach: dict[str, str], *extra: str, save_freq: int = 2) -> Path:
+    """A 2-step run with ``extra`` overrides, saved every ``save_freq`` steps, its run log in ``work / "run"``."""
     proc = run_main(
         _overrides(
             toy,
             *extra,
             "trainer.total_training_steps=2",
-            "trainer.save_freq=2",
+            f"trainer.save_freq={save_freq}",
             f"trainer.default_local_dir={work / 'ckpt'}",
             f"bots.run_log.dir={work / 'run'}",
         ),
@@ -167,10 +168,21 @@ def _two_step_run(toy: dict[str, str], work: Path, attach: dict[str, str], *extr
     return work
 
 
+DAPO = ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=acc")
+
+
 @pytest.fixture(scope="module")
 def dapo_run(toy, tmp_path_factory, ray_attach) -> Path:
-    extra = ("algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=acc")
-    return _two_step_run(toy, tmp_path_factory.mktemp("run_d"), ray_attach(), *extra)
+    return _two_step_run(toy, tmp_path_factory.mktemp("run_d"), ray_attach(), *DAPO, save_freq=1)
+
+
+@pytest.fixture(scope="module")
+def dapo_resumed(dapo_run, toy, tmp_path_factory, ray_attach) -> Path:
+    """Run DR: a copy of D's step-1 checkpoint resumed to step 2 by a new process (``trainer.resume_mode=auto``)."""
+    work = tmp_path_factory.mktemp("run_dr")
+    shutil.copytree(dapo_run / "ckpt" / "global_step_1", work / "ckpt" / "global_step_1")
+    (work / "ckpt" / "latest_checkpointed_iteration.txt").write_text("1")
+    return _two_step_run(toy, work, ray_attach(), *DAPO, save_freq=1)
 
 
 def test_dapo_refills_are_fresh_and_never_repeat_a_task_within_a_step(dapo_run):
@@ -186,6 +198,23 @@ def test_dapo_refills_are_fresh_and_never_repeat_a_task_within_a_step(dapo_run):
     state = checkpoint_sampler_state(dapo_run / "ckpt" / "global_step_2" / "data.pt")
     for step, positions in state["dispatch_log"]:
         assert len(positions) == len(set(positions)) >= PROMPTS, (step, positions)
+
+
+def test_dapo_posterior_counts_every_generated_rollout_once(dapo_run):
+    """The posterior's attempts are every rollout generated (the trained groups and the discarded ones), each once."""
+    metrics = read_metrics(dapo_run / "run")
+    state = checkpoint_sampler_state(dapo_run / "ckpt" / "global_step_2" / "data.pt")
+    # the sampler's own log of every prompt it handed to verl, N rollouts each
+    generated = sum(N * len(positions) for _, positions in state["dispatch_log"])
+    assert state["attempts"] == generated == sum(m["bots/rollouts"] for m in metrics.values())
+    assert metrics[2]["bots/posterior_rollouts_total"] == generated
+    assert generated > 2 * ROWS  # more than the trained rollouts: the discarded groups count too
+
+
+def test_dapo_resume_gives_identical_selections_posterior_and_weights(dapo_run, dapo_resumed):
+    assert sorted(read_metrics(dapo_resumed / "run")) == [2]
+    result = compare_checkpoints(dapo_run / "ckpt", dapo_resumed / "ckpt", 2)
+    assert result["selections"] == [] and result["posterior"] == [] and result["weights"] == [], result
 
 
 @pytest.fixture(scope="module")

@@ -88,6 +88,7 @@ def test_one_script_per_main_table_cell() -> None:
         "offline_easy2hard",
         "bots_ref10",
         "bots_noref",
+        "bots_ds",
     }
     for script in [*MAIN, *ABLATIONS]:
         assert os.access(script, os.X_OK), f"{script} is not executable"
@@ -103,8 +104,9 @@ def test_every_recipe_dry_run_validates(tmp_path: Path, data_dir: Path) -> None:
         by_script[name] = runs
         if name not in DEPRECATED:
             recorded.update(runs)
-    # 30 cells; rho and lambda sweeps without their 0.1 point (the main BOTS run); the greedy run; issue 36's two
-    assert len(recorded) == 30 + 5 + 5 + 1 + 2
+    # 30 cells; rho and lambda sweeps without their 0.1 point (the main BOTS run); the greedy run; issue 36's two;
+    # issue 48's bots_ds
+    assert len(recorded) == 30 + 5 + 5 + 1 + 2 + 1
     cells = {(n.split("_")[0], n.split("_")[1], _method(n)) for n in recorded if _method(n) in PAPER_LABELS}
     assert len(cells) == 30
 
@@ -140,6 +142,13 @@ def test_every_recipe_dry_run_validates(tmp_path: Path, data_dir: Path) -> None:
     assert rho == ["0", "0.05", "0.2", "0.5", "1.0"]
     lam = sorted(value(a, "+bots.hparams.lam") for n, a in recorded.items() if "_bots_lambda" in n)
     assert lam == ["0", "0.05", "0.2", "0.5", "1.0"]
+    # DAPO's dynamic sampling and clip-higher in bots_ds alone; every other run keeps PPO's symmetric clip
+    for name, argv in recorded.items():
+        ds = _method(name) == "bots_ds"
+        assert ("algorithm.filter_groups.enable=true" in argv) == ds, name
+        assert value(argv, "actor_rollout_ref.actor.clip_ratio_high") == ("0.28" if ds else "0.2"), name
+    (bots_ds,) = (a for n, a in recorded.items() if _method(n) == "bots_ds")
+    assert value(bots_ds, "algorithm.filter_groups.metric") == "acc" and value(bots_ds, "bots.selector") == "bots"
     (greedy,) = (a for n, a in recorded.items() if _method(n) == "bots_greedy")
     assert value(greedy, "+bots.hparams.selection") == "greedy" and value(greedy, "+bots.hparams.rho") == "0.1"
 

@@ -80,6 +80,24 @@ def test_tables_figures_and_summary(bench) -> None:
     assert json.loads((root / "summary.json").read_text())["paired"]["comparisons"]["bots"]["statistics"] == stats
 
 
+def test_the_build_seed_selects_the_build_and_is_recorded(bench, tmp_path) -> None:
+    """The summary names the build its runs trained on; a benchmark asking for another build than its data directory
+    holds is refused by prepare before anything trains (builds never mix in one benchmark directory)."""
+    import dataclasses
+    import shutil
+
+    from bots_verl.toy.prepare import PrepareError
+
+    root, _ = bench
+    assert json.loads((root / "summary.json").read_text())["profile"]["build_seed"] == 0
+    assert "Build `ci_s0`." in (root / "summary.md").read_text()
+    other = tmp_path / "other"
+    shutil.copytree(root / "data", other / "data")
+    with pytest.raises(PrepareError, match=r"holds profile 'ci' seed 0"):
+        run_benchmark(dataclasses.replace(PROFILES["ci"], build_seed=1), other, prepare_jobs=1, timeout=60)
+    assert not (other / "runs").exists()
+
+
 def test_rerun_skips_finished_runs(bench) -> None:
     root, summary = bench
     logs = {p: p.stat().st_mtime_ns for p in (root / "runs").glob("*/train.log")}
@@ -94,7 +112,9 @@ def test_full_and_beyond_profiles_compose(bench) -> None:
     training); a variant is its selector plus its verl settings, recorded under the variant's method label."""
     root, _ = bench
     manifest = json.loads((root / "data" / "manifest.json").read_text())
-    arms = dict.fromkeys(PROFILES["full"].selectors + PROFILES["beyond"].selectors + tuple(VARIANTS))
+    arms = dict.fromkeys(
+        PROFILES["full"].selectors + PROFILES["beyond"].selectors + PROFILES["claims"].selectors + tuple(VARIANTS)
+    )
     assert set(VARIANTS) <= set(arms)
     argvs = {}
     for arm in arms:
