@@ -9,6 +9,7 @@ links. URLs with a scheme (``https:``, ``mailto:``) are left alone: the test use
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 # What is not the repository's own documentation: environments, git, run outputs, caches and build products.
 SKIP_DIRS = {".venv", ".git", "runs", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis"}
+SKIP_TOP_DIRS = {"build", "outputs"}  # ignored at the repository's root only (.gitignore)
 SKIP_SUFFIXES = (".egg-info",)
 
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
@@ -31,14 +33,17 @@ _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 
 
 def markdown_files(root: Path) -> list[Path]:
-    """All ``*.md`` files under ``root``, outside the skipped folders, in a stable order."""
+    """All ``*.md`` files under ``root``, outside the skipped folders (never walked into), in a stable order."""
     found = []
-    for path in sorted(root.rglob("*.md")):
-        parts = path.relative_to(root).parts[:-1]
-        if any(p in SKIP_DIRS or p.endswith(SKIP_SUFFIXES) for p in parts):
-            continue
-        found.append(path)
-    return found
+    for folder, dirs, files in os.walk(root):
+        at_top = Path(folder) == root
+        dirs[:] = [
+            d
+            for d in dirs
+            if d not in SKIP_DIRS and not d.endswith(SKIP_SUFFIXES) and not (at_top and d in SKIP_TOP_DIRS)
+        ]
+        found.extend(Path(folder) / name for name in files if name.endswith(".md"))
+    return sorted(found)
 
 
 def _prose_lines(text: str) -> list[tuple[int, str]]:
