@@ -13,7 +13,7 @@
 #   4. the main table from the run logs (python -m analysis.tables).
 #
 # Usage: [WORK=runs/cpu_pipeline] [DOMAINS="math code logic"] [STEPS=2] bash recipes/cpu_pipeline.sh
-# `make cpu-pipeline` runs it; the README ("Check an install on CPU") gives its time on 2 cores.
+# `make cpu-pipeline` runs it; recipes/results/cpu_pipeline.md gives its time on 2 cores.
 # Random tiny models score 0 on every task, so the merged columns are all 0 (valid, and a test of a flat reference);
 # on real models they are the pass rates BOTS's implicit evidence needs.
 set -euo pipefail

@@ -69,7 +69,8 @@ _GRAPH_KEY = "task_graph"
 def moved_to_simulator(keys: tuple[str, ...], selector: str) -> dict[str, str]:
     """``RETIRED`` entries for hyperparameters measured, not adopted, and kept by the simulator's ablation."""
     message = (
-        "it was measured and not adopted (bots_verl/sim/bots_plus_results.md); the simulator's ablation keeps it as "
+        "it was measured and not adopted (recipes/results/sim/bots_plus_results.md); the simulator's ablation keeps "
+        "it as "
         f"selector {selector!r} (bots_verl/sim/ablation_selectors.py)"
     )
     return dict.fromkeys(keys, message)

@@ -317,7 +317,7 @@ def impute_reference(reference: Any, graph: TaskGraph) -> np.ndarray:
 
     Per column, each missing value becomes the similarity-weighted mean of its labelled neighbours' values, in
     probability space (the space the paper's interpolation evidence is linear in; measured against the logit space
-    in ``bots_verl/sim/noref_results.md``). A task with no labelled neighbour takes the same mean over its
+    in ``recipes/results/sim/noref_results.md``). A task with no labelled neighbour takes the same mean over its
     neighbours filled in the first pass (two hops); a task with none of those either takes the column's labelled
     mean. The number of tasks per path is logged (:func:`impute_reference_report` returns it). Labelled values are
     returned unchanged, bit for bit.

@@ -1,10 +1,10 @@
 """Simulator prediction for issue 36: BOTS with references on part of the pool, and without references at all.
 
-Run ``python -m bots_verl.sim.noref_ablation --seeds 10 --out bots_verl/sim/noref_results.md``. Every row runs on the
-same seeds (paired worlds) through :func:`bots_verl.sim.experiment.run_experiment`. Cells are ``mean [95% t-interval
-over seeds]``; the share of paper BOTS's step saving, ``(1 - TTB_x) / (1 - TTB_bots)`` at TTB(100%), is a ratio of
-means with a paired bootstrap interval over seeds (seeds resampled together for both arms). It is also measured
-here which space the reference imputation averages in (probability or logit).
+Run ``python -m bots_verl.sim.noref_ablation --seeds 10 --out recipes/results/sim/noref_results.md``. Every row runs on
+the same seeds (paired worlds) through :func:`bots_verl.sim.experiment.run_experiment`. Cells are ``mean [95% t-interval
+over seeds]``; the share of paper BOTS's step saving, ``(1 - TTB_x) / (1 - TTB_bots)`` at TTB(100%), is a ratio of means
+with a paired bootstrap interval over seeds (seeds resampled together for both arms). It is also measured here which
+space the reference imputation averages in (probability or logit).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Run the comparison and write the results file (``--help`` for the options)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--out", default="bots_verl/sim/noref_results.md")
+    parser.add_argument("--out", default="recipes/results/sim/noref_results.md")
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
     specs = [spec for spec, _ in ARMS]

@@ -12,7 +12,7 @@ top-k graph), and prints:
   over the graph.
 
 The issue's targets: per step <= 0.6 s (1% of a 60 s GPU step), memory <= 2 GiB. ``--out`` writes the table as a
-markdown file (default ``bots_verl/benchmarks/similarity_cost_results.md``).
+markdown file (default ``recipes/results/speed/similarity_cost_results.md``).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--k", type=int, default=16)
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=20, help="steps timed (median)")
-    parser.add_argument("--out", default="bots_verl/benchmarks/similarity_cost_results.md", help="'' to skip")
+    parser.add_argument("--out", default="recipes/results/speed/similarity_cost_results.md", help="'' to skip")
     args = parser.parse_args(argv)
     rows = []
     for dims in (int(d) for d in args.dims.split(",")):

@@ -6,7 +6,7 @@
 # pipeline and the methods' qualitative behaviour, not the paper's.
 # Usage: [OUT=runs/sim-paper] [SEEDS=5] [STEPS=300] [EVAL_EVERY=5] [PYTHON=python3] [SIM_ARGS="--pool-size 500"] \
 #        run_paper_experiments.sh
-# Then (recipes/README.md, "Simulator"):
+# Then (recipes/README.md, section 7; the measured tables: recipes/results/sim/paper_experiments.md):
 #   python -m analysis.tables --runs $OUT/paper-math $OUT/paper-code $OUT/paper-logic --methods paper --table all
 #   python -m analysis.tables --runs $OUT/ablations-math --table rho   (lam, selection)
 #   python -m analysis.figures --runs $OUT/ablations-math --out figures/

@@ -30,7 +30,7 @@ The model, and why:
 An observation on task ``j`` is scattered to ``j`` and its ``k`` graph neighbours (they are the tasks most similar to
 ``j``); the plug-in keeps two pool-sized sums (weighted residuals, weights). One step costs ``O(batch * k)`` for the
 scatter and ``O(N)`` vector operations for the decay and the prediction; nothing loops over the pool in Python.
-The numbers this model gives on the simulator: ``bots_verl/sim/noref_results.md``.
+The numbers this model gives on the simulator: ``recipes/results/sim/noref_results.md``.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ class NeighbourEvidence(ImplicitEvidence):
         spread: variance (logit^2) of a neighbour's residual around the task's own, beyond measurement noise.
 
     ``forget`` and ``shrink`` were chosen on the simulator's ``toy`` preset on seeds (100-103) other than those of
-    the reported results (``bots_verl/sim/noref_results.md``); ``forget`` 0.01-0.03 and ``shrink`` 0.25-1 were
+    the reported results (``recipes/results/sim/noref_results.md``); ``forget`` 0.01-0.03 and ``shrink`` 0.25-1 were
     within each other's intervals there and on ``math``.
     """
 

@@ -12,7 +12,7 @@ task graph (:mod:`bots_verl.core.task_graph`):
   (:func:`~bots_verl.core.task_graph.impute_reference`), then the paper's interpolation evidence runs unchanged.
   Which tasks to label under a fixed budget: :func:`~bots_verl.core.task_graph.choose_labelled`.
 
-The simulator's prediction for both: ``bots_verl/sim/noref_results.md``.
+The simulator's prediction for both: ``recipes/results/sim/noref_results.md``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class BOTSNoRefSelector(BetaPosteriorSelector):
     is built from the run's own rollouts and each unvisited task's neighbourhood, and on the simulator (``toy``
     preset, tuning seeds 100-103) rho = 0.3 and 0.5 reached Random's final accuracy in 0.57-0.60 of its steps where
     0.1 took 0.64-0.72 (``math``: within intervals of each other). ``bots_noref`` with ``rho=0.1`` is the paper's
-    setting with this plug-in; both are in ``bots_verl/sim/noref_results.md``.
+    setting with this plug-in; both are in ``recipes/results/sim/noref_results.md``.
     """
 
     FIXED: ClassVar[dict[str, Any]] = {"evidence": "neighbours"}
