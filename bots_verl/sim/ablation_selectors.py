@@ -9,7 +9,7 @@ One simulator selector (:data:`~bots_verl.sim.selector_registry.SIM_SELECTORS`),
 - ``selection="learnability"``: posterior-expected ``p (1 - p)``, the expected GRPO reward variance, deterministic.
   Measured: within noise, slightly worse; it penalises uncertainty, so it explores less.
 
-The findings are in ``bots_verl/sim/bots_plus_results.md``. Run one with e.g.
+The findings are in ``recipes/results/sim/bots_plus_results.md``. Run one with e.g.
 ``python -m bots_verl.sim --methods bots,refprior=bots_ablation:prior=reference``.
 """
 
