@@ -89,7 +89,8 @@ def verl_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
             script, env = (item, {}) if isinstance(item, str) else item
             for experiment, seed, config in recipe_runs(script, tmp / Path(script).stem, (0, 1), **env):
                 method = _method(experiment)
-                hparams = config.bots.get("hparams", {})
+                # the yaml declares the paper's keys as null: the selector's own default (lam 0.1 for these methods)
+                hparams = {k: v for k, v in config.bots.get("hparams", {}).items() if v is not None}
                 per_step = _per_step(method, float(hparams.get("lam", 0.1)), hparams.get("evidence") == "interpolation")
                 # seed 1 of BOTS crashed after step 5 and resumed from its step-4 checkpoint
                 resume = 4 if (method, seed) == ("bots", 1) else None
