@@ -38,10 +38,10 @@ from bots_verl.config.verl_checks import (
 from bots_verl.core import SELECTORS
 from bots_verl.core.defaults import ROLLOUTS_PER_TASK
 from bots_verl.integration.evidence.task_index import GURU_DOMAINS, check_parquet_columns, check_parquet_domain
-from bots_verl.integration.safety.experiment import experiment_settings, record_experiment
 from bots_verl.integration.safety.fingerprint import run_fingerprint
 from bots_verl.integration.safety.resume import check_resume, resume_folder
 from bots_verl.integration.safety.run_lock import check_run_folders_free, hold_run_folders
+from bots_verl.integration.safety.training_record import experiment_settings, record_experiment
 from bots_verl.integration.safety.verl_pins import check_verl_drift
 from bots_verl.verl_cpu import launch
 from bots_verl.verl_cpu.known_answers import check_known_answers
@@ -102,7 +102,7 @@ def check_config(config: DictConfig) -> BOTSConfig:
         ValueError: for malformed config (the message names the key), a fresh run in a ``bots.run_log.dir`` that
             holds an earlier run's metrics, or a resume whose ``data.pt`` holds no BOTS posterior or one built for
             another selector, hyperparameters or reference columns, or whose run folder recorded other training
-            settings (:mod:`bots_verl.integration.safety.experiment`; ``bots.resume.accept_changed`` aside), or a
+            settings (:mod:`bots_verl.integration.safety.training_record`; ``bots.resume.accept_changed`` aside), or a
             missing or malformed known-answers file (``actor_rollout_ref.rollout.custom.known_answers``).
     """
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
@@ -250,7 +250,7 @@ def _prepare_run_log(config: DictConfig, bots: BOTSConfig, resume: dict | None) 
     Args:
         config: the checked config.
         bots: its ``bots:`` section.
-        resume: for a resumed run, what :func:`~bots_verl.integration.safety.experiment.record_experiment` recorded
+        resume: for a resumed run, what :func:`~bots_verl.integration.safety.training_record.record_experiment` recorded
             (the training settings it accepted as changed): added to an existing meta.json's ``extra.resumes``,
             which otherwise stays as the run's start wrote it. None: a fresh start writes meta.json.
     """

@@ -69,7 +69,7 @@ ACCEPTABLE: dict[str, str] = {
     "hparams": "other selector hyperparameters (they apply from the resumed step on)",
     "task_embeddings": "another bots.task_embeddings file (another similarity graph from the resumed step on)",
     "missing_fingerprint": "a checkpoint written before fingerprints, whose meaning cannot be checked",
-    # verl's settings, recorded in the run folder (bots_verl.integration.safety.experiment); training.<key>: one
+    # verl's settings, recorded in the run folder (bots_verl.integration.safety.training_record); training.<key>: one
     "training": "other training settings (batch, rollout.n, optimizer, lengths, model, data, algorithm), or "
     "training.<verl key> for one of them (they apply from the resumed step on)",
 }

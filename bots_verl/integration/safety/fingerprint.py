@@ -339,7 +339,7 @@ def check_fingerprint(
         current: this run's :func:`run_fingerprint`.
         accept: ``bots.resume.accept_changed``.
         also: changes found elsewhere, refused or accepted the same way (the training settings,
-            :mod:`bots_verl.integration.safety.experiment`).
+            :mod:`bots_verl.integration.safety.training_record`).
 
     Raises:
         ValueError: listing every change not accepted, each with the override that accepts it or why none can.

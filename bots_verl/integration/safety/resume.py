@@ -31,8 +31,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from bots_verl.integration.safety.experiment import experiment_changes, read_record
 from bots_verl.integration.safety.fingerprint import Change, check_fingerprint
+from bots_verl.integration.safety.training_record import experiment_changes, read_record
 from bots_verl.integration.transport.sampler_state import checkpoint_sampler_state
 from bots_verl.runlog import logged_metrics_files
 
@@ -83,7 +83,7 @@ def check_resume(
        (on a GPU cluster that saves loading the model only to stop).
     3. With ``fingerprint``, the checkpoint's posterior must have been built for this run, and with ``experiment``
        the run folder's record of its training settings must hold them, ``accept`` aside
-       (:func:`check_resume_fingerprint`, :mod:`bots_verl.integration.safety.experiment`).
+       (:func:`check_resume_fingerprint`, :mod:`bots_verl.integration.safety.training_record`).
 
     Args:
         config: the composed trainer config.
@@ -91,8 +91,8 @@ def check_resume(
             (:meth:`ResumePoint.check_fingerprint`).
         accept: ``bots.resume.accept_changed``.
         require_data_pt: refuse a missing ``data.pt`` here even when the checkpoint folder is not here either.
-        experiment: this launch's :func:`~bots_verl.integration.safety.experiment.experiment_settings` (the driver),
-            compared with the record in the checkpoint's run folder; only with ``fingerprint``.
+        experiment: this launch's :func:`~bots_verl.integration.safety.training_record.experiment_settings` (the
+            driver), compared with the record in the checkpoint's run folder; only with ``fingerprint``.
 
     Returns:
         The checkpoint to resume from, or None for a fresh start (or a ``data.pt`` left to the trainer).

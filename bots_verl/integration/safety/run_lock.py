@@ -3,7 +3,7 @@
 The cluster claim (:mod:`bots_verl.integration.hooks.task_runner`) keeps two runs off one Ray cluster; two runs of one
 experiment on two clusters with shared storage (a job submitted twice) would still both train into one checkpoint
 folder and one run log. The run folders are ``trainer.default_local_dir`` (the checkpoints a resume starts from, and
-the record of the experiment's settings, :mod:`bots_verl.integration.safety.experiment`) and ``bots.run_log.dir``
+the record of the experiment's settings, :mod:`bots_verl.integration.safety.training_record`) and ``bots.run_log.dir``
 when set (``meta.json`` and ``metrics.jsonl``). Each gets :data:`LOCK_NAME` ``.lock``, the ``flock`` of
 :class:`bots_verl.fileio.OutputLock` that names its holder (pid, host, start, command). The kernel drops it when the
 driver exits however it exits, so a killed run's leftover lock file does not block the next one. On NFS, ``flock``
