@@ -51,12 +51,12 @@ def test_the_quickstart_trains_both_arms_and_reports_the_mixed_share_and_the_pos
 @pytest.fixture
 def no_training(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Stand-ins for the testbed build and the training runs (the guard is under test, not them); records calls."""
-    from bots_verl.toy import benchmark, prepare
+    from bots_verl.toy import arms, prepare
     from bots_verl.verl_cpu import smoke
 
     calls: list[str] = []
     monkeypatch.setattr(prepare, "prepare", lambda out, **kw: calls.append(f"prepare {out}") or {})
-    monkeypatch.setattr(benchmark, "training_overrides", lambda *args: [])
+    monkeypatch.setattr(arms, "training_overrides", lambda *args: [])
     monkeypatch.setattr(smoke, "run_training", lambda overrides, cwd, log, timeout: calls.append(f"train {log}"))
     return calls
 
