@@ -1,4 +1,4 @@
-"""Every relative link and anchor in the repository's markdown resolves (issue 50).
+"""Every relative link and anchor in the repository's markdown resolves (issue 50), and the READMEs stay short.
 
 A link ``[text](path#anchor)`` in any ``*.md`` file must name a file or folder that exists, relative to the file
 that holds it, and its ``#anchor`` must match a heading of the target markdown file under GitHub's slug rules:
@@ -123,6 +123,42 @@ def broken_links(root: Path) -> list[str]:
                 if anchor not in anchor_cache[resolved]:
                     problems.append(f"{where}: no heading with the anchor #{anchor}")
     return problems
+
+
+# The READMEs stay readable: none longer than a few screens, and all together a bounded read (issue: README trim).
+README_MAX_LINES = 300
+READMES_TOTAL_MAX_LINES = 2000
+
+
+def readme_line_counts(root: Path) -> dict[str, int]:
+    """Lines of every ``README*.md`` under ``root`` (the link test's walk and exclusions), by repository path."""
+    return {
+        str(path.relative_to(root)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in markdown_files(root)
+        if path.name.startswith("README")
+    }
+
+
+def test_every_readme_is_short_and_all_of_them_together_are_bounded():
+    counts = readme_line_counts(REPO)
+    assert "README.md" in counts  # the walk found the top README at all
+    listing = "\n".join(f"{lines:5d}  {path}" for path, lines in sorted(counts.items(), key=lambda kv: -kv[1]))
+    total = sum(counts.values())
+    too_long = {path: lines for path, lines in counts.items() if lines > README_MAX_LINES}
+    assert not too_long, f"READMEs over {README_MAX_LINES} lines: {too_long}\nall READMEs:\n{listing}"
+    assert total <= READMES_TOTAL_MAX_LINES, (
+        f"READMEs total {total} lines, over {READMES_TOTAL_MAX_LINES}:\n{listing}\n{total:5d}  total"
+    )
+
+
+def test_readme_line_counts_take_only_readmes_and_skip_run_outputs(tmp_path):
+    (tmp_path / "README.md").write_text("a\nb\n", encoding="utf-8")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "README.md").write_text("one line\n", encoding="utf-8")
+    (tmp_path / "pkg" / "notes.md").write_text("x\n" * 500, encoding="utf-8")
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "README.md").write_text("x\n" * 500, encoding="utf-8")
+    assert readme_line_counts(tmp_path) == {"README.md": 2, "pkg/README.md": 1}
 
 
 def test_every_relative_link_and_anchor_in_the_repository_resolves():
