@@ -89,7 +89,7 @@ def write_verl_run(
     run_dir = run_root / Path(config.bots.run_log.dir).name
     config.bots.run_log.dir = str(run_dir)
     config.trainer.total_training_steps = total_steps
-    _prepare_run_log(config, check_bots_config(config, read_bots_config(config)))
+    _prepare_run_log(config, check_bots_config(config, read_bots_config(config)), None)
     monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(run_dir / runlog.METRICS_FILE))
 
     def val(step: int) -> dict[str, float]:

@@ -274,7 +274,7 @@ def _known_answers_file(path, tasks) -> str:
     return str(path)
 
 
-def test_a_missing_or_malformed_known_answers_file_is_refused_before_ray(pool, tokenizer_dir, tmp_path):
+def test_a_missing_or_malformed_known_answers_file_is_refused_before_ray(pool, tokenizer_dir, tmp_path, monkeypatch):
     """The rollout server reads the file minutes into a run; check_config reads it first (issue 47)."""
     key = "actor_rollout_ref.rollout.custom.known_answers"
     task = {"task_id": 3, "prompt": "what is 1 + 1", "data_source": "math", "responses": ["2"], "correct": [True]}
@@ -289,6 +289,7 @@ def test_a_missing_or_malformed_known_answers_file_is_refused_before_ray(pool, t
     # a real run's start (no dry run) refuses it too, before Ray is started
     import ray
 
+    # an earlier test of this worker may have left Ray up, so the check is that this run never calls ray.init
+    monkeypatch.setattr(ray, "init", lambda *args, **kwargs: pytest.fail("ray.init was called"))
     with pytest.raises(ValueError, match=f"known-answers file {empty}: task 0"):
         run(compose(base_overrides(pool, tokenizer_dir, f"+{key}={empty}")))
-    assert not ray.is_initialized()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -52,7 +53,7 @@ def _save_checkpoint(ckpt, step: int = 2):
         reference_columns=["weak_pass_rate", "strong_pass_rate"],
         reference=None,
         selector="bots",
-        hparams=effective_hparams("bots", {}, 2),
+        hparams=effective_hparams("bots", {}),
     )
     save_bots_data_pt(ckpt / f"global_step_{step}", 12, fingerprint)
     (ckpt / "latest_checkpointed_iteration.txt").write_text(str(step))
@@ -115,6 +116,27 @@ def test_a_checkpoint_without_a_record_is_said_and_gets_one(pool, tokenizer_dir,
     assert record["resumed_from"] == str(tmp_path / "ckpt" / "global_step_2")
     with pytest.raises(ValueError, match=r"data.train_batch_size 4 -> 8"):
         _launch(pool, tokenizer_dir, tmp_path, "data.train_batch_size=8", "bots.dry_run=true")
+
+
+def test_a_moved_run_folder_resumes_and_a_replaced_data_file_is_a_change(tokenizer_dir, tmp_path, no_ray):
+    """The record holds the data files and the model by content, not by path: a run folder moved with its data (a
+    run archive extracted elsewhere, a benchmark copied to another disk) resumes; other bytes at the same path are a
+    change. Recorded by path, the moved copy was refused and a file replaced in place passed."""
+    first = tmp_path / "first"
+    first.mkdir()
+    make_pool(first / "train.parquet", 12)
+    _launch(str(first / "train.parquet"), tokenizer_dir, first)
+    settings = json.loads((first / "ckpt" / RECORD_FILE).read_text())["settings"]
+    assert settings["data.train_files"].startswith("sha256:") and settings["actor_rollout_ref.model.path"].startswith(
+        "model:"
+    )
+    _save_checkpoint(first / "ckpt")
+    moved = tmp_path / "moved"
+    shutil.copytree(first, moved)
+    _launch(str(moved / "train.parquet"), tokenizer_dir, moved, "bots.dry_run=true")  # the same run, elsewhere
+    make_pool(moved / "train.parquet", 12, seed=1)  # the same tasks in another order: other bytes
+    with pytest.raises(ValueError, match=r"data.train_files 'sha256:[0-9a-f]{16}' -> 'sha256:[0-9a-f]{16}'"):
+        _launch(str(moved / "train.parquet"), tokenizer_dir, moved, "bots.dry_run=true")
 
 
 _HOLDER = """

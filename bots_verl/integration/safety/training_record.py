@@ -13,12 +13,18 @@ settings before Ray starts and refuses every change (``training: <key> <old> -> 
 the learning rate on purpose, say. An accepted change is appended to the record's ``history`` (and to the run log's
 ``meta.json``, ``extra.resumes``), and the record's ``settings`` then hold what the run continues with.
 
+**Files by content.** The data files, the reward function's file and the model are recorded by what they hold, not
+where they lie (:func:`content_identity`): a run folder extracted from an archive, or a benchmark copied to another
+disk, resumes; a file replaced in place is a change.
+
 Left out on purpose: the schedule's length (``trainer.total_training_steps``, ``total_epochs``: extending a run is a
 resume), where things are logged or saved, and the hardware layout.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import logging
 import os
@@ -37,6 +43,7 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "ACCEPT",
     "EXPERIMENT_KEYS",
+    "content_identity",
     "RECORD_FILE",
     "experiment_changes",
     "experiment_settings",
@@ -76,6 +83,13 @@ EXPERIMENT_KEYS = (
     "algorithm",
     "custom_reward_function",
 )
+#: the settings that name a file or a model folder: recorded by content (:func:`content_identity`)
+_PATH_KEYS = (
+    "data.train_files",
+    "data.val_files",
+    "actor_rollout_ref.model.path",
+    "custom_reward_function.path",
+)
 # written by verl itself during a run (the optimizer's schedule length), or no setting at all
 _SKIPPED = ("actor_rollout_ref.actor.optim.total_training_steps",)
 
@@ -89,8 +103,55 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
         out[prefix] = value
 
 
+@functools.lru_cache(maxsize=64)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    # size and mtime in the key: a file rewritten in place is read again
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+def _model_digest(folder: str) -> str:
+    # a checkpoint's weights can be tens of GB: its config.json in full and every file's name and size stand for it
+    digest = hashlib.sha256()
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            rel = os.path.relpath(path, folder)
+            digest.update(f"{rel}\0{os.path.getsize(path)}\0".encode())
+            if rel == "config.json":
+                with open(path, "rb") as handle:
+                    digest.update(handle.read())
+    return digest.hexdigest()[:16]
+
+
+def content_identity(value: Any) -> Any:
+    """What a path setting names, independent of where it lies: ``sha256:<16 hex>`` of a local file's bytes,
+    ``model:<16 hex>`` of a local folder (its ``config.json`` and every file's name and size), a list item by item;
+    anything else (a hub id, a remote URL, unset) as given.
+
+    Args:
+        value: the setting's plain value (a path, a list of paths, or None).
+    """
+    if isinstance(value, list | tuple):
+        return [content_identity(item) for item in value]
+    if not isinstance(value, str) or not value:
+        return value
+    path = os.path.expanduser(value)
+    if os.path.isfile(path):
+        stat = os.stat(path)
+        return "sha256:" + _file_digest(os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+    if os.path.isdir(path):
+        return "model:" + _model_digest(path)
+    return value
+
+
 def experiment_settings(config: DictConfig) -> dict[str, Any]:
-    """Every setting of :data:`EXPERIMENT_KEYS` in ``config``, as ``{dotted key: plain value}`` (sections flattened).
+    """Every setting of :data:`EXPERIMENT_KEYS` in ``config``, as ``{dotted key: plain value}`` (sections flattened;
+    files and the model by :func:`content_identity`).
 
     Args:
         config: the composed trainer config, as the driver checks it.
@@ -101,6 +162,9 @@ def experiment_settings(config: DictConfig) -> dict[str, Any]:
         if OmegaConf.is_config(value):
             value = OmegaConf.to_container(value, resolve=True)
         _flatten(key, value, out)
+    for key in _PATH_KEYS:
+        if key in out:
+            out[key] = content_identity(out[key])
     return out
 
 
