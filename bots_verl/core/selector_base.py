@@ -379,11 +379,22 @@ class Selector:
     def _state(self) -> dict[str, Any]:
         return {}
 
+    def _checked_state(self, extra: Mapping[str, Any]) -> dict[str, Any]:
+        """``extra`` checked and converted: attribute name -> value, what :meth:`_load_state` sets (none here).
+
+        Raises ``ValueError`` if ``extra`` cannot be loaded. A subclass whose state is plain attributes overrides
+        this alone; one with state objects of its own overrides :meth:`_check_state` and :meth:`_load_state`.
+        """
+        return {}
+
     def _check_state(self, extra: Mapping[str, Any]) -> None:
         """Raise ``ValueError`` if ``extra`` cannot be loaded (called before any state changes)."""
+        self._checked_state(extra)
 
     def _load_state(self, extra: Mapping[str, Any]) -> None:
         """Restore ``extra`` (already checked by :meth:`_check_state`)."""
+        for name, value in self._checked_state(extra).items():
+            setattr(self, name, value)
 
 
 SELECTORS: Registry[type[Selector]] = Registry("selector")

@@ -320,7 +320,7 @@ class DPSSelector(Selector):
             "last_update_stats": dict(self.last_update_stats),
         }
 
-    def _checked(self, extra: Mapping[str, Any]) -> dict[str, Any]:
+    def _checked_state(self, extra: Mapping[str, Any]) -> dict[str, Any]:
         require_keys(extra, _EXTRA_KEYS, "checkpoint extra")
         n = self.num_tasks
         prior_alpha = check_real_array("checkpoint prior_alpha", extra["prior_alpha"], (3, 3), positive=True)
@@ -349,14 +349,3 @@ class DPSSelector(Selector):
         for key in ("last_select_stats", "last_update_stats"):
             out[key] = check_scalars(f"checkpoint {key}", extra[key])
         return out
-
-    def _check_state(self, extra: Mapping[str, Any]) -> None:
-        self._checked(extra)
-
-    def _load_state(self, extra: Mapping[str, Any]) -> None:
-        checked = self._checked(extra)
-        self.alpha, self.pi, self.pi_prev = checked["alpha"], checked["pi"], checked["pi_prev"]
-        self.touched = checked["touched"]
-        self.prior_alpha, self.prior_pi = checked["prior_alpha"], checked["prior_pi"]
-        self.last_select_stats = checked["last_select_stats"]
-        self.last_update_stats = checked["last_update_stats"]

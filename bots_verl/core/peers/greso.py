@@ -216,7 +216,7 @@ class GRESOSelector(Selector):
             "last_update_stats": dict(self.last_update_stats),
         }
 
-    def _checked(self, extra: Mapping[str, Any]) -> dict[str, Any]:
+    def _checked_state(self, extra: Mapping[str, Any]) -> dict[str, Any]:
         require_keys(extra, _EXTRA_KEYS, "checkpoint extra")
         out: dict[str, Any] = {"streak": _check_streak(extra["streak"], self.num_tasks)}
         for key in ("p_easy", "p_hard"):
@@ -227,13 +227,3 @@ class GRESOSelector(Selector):
         for key in ("last_select_stats", "last_update_stats"):
             out[key] = check_scalars(f"checkpoint {key}", extra[key])
         return out
-
-    def _check_state(self, extra: Mapping[str, Any]) -> None:
-        self._checked(extra)
-
-    def _load_state(self, extra: Mapping[str, Any]) -> None:
-        checked = self._checked(extra)
-        self.streak = checked["streak"]
-        self.p_easy, self.p_hard = checked["p_easy"], checked["p_hard"]
-        self.last_select_stats = checked["last_select_stats"]
-        self.last_update_stats = checked["last_update_stats"]
