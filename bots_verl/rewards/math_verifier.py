@@ -7,6 +7,13 @@ event loop. So every symbolic check runs in a small pool of worker processes (``
 bots_verl.rewards.math_verifier``): in the worker's main thread math-verify's own timeouts work, a kernel CPU-time
 limit backs them up, and the caller waits with a deadline and kills a worker that overruns (a fresh one starts on
 the next request). Pool size: ``$BOTS_MATH_WORKERS`` (default ``min(4, CPUs)``) per process.
+
+The answer's time limit is CPU time, not wall-clock time: a check ends when the worker has *computed* for
+``timeout_s`` seconds (a CPU-time timer, ``ITIMER_PROF``, interrupts sympy; the kernel's ``RLIMIT_CPU`` ends the
+worker one second later if it could not be interrupted). math-verify's own wall-clock alarms are off. So a correct
+answer scores the same on a busy reward node as on an idle one (a wall-clock limit scored correct answers 0 when
+the worker got a small share of a CPU), and a hostile answer still stops after ``timeout_s`` seconds of work. The
+caller's wall-clock deadline (:func:`wall_deadline_s`) is only the backstop for a worker that stops answering.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import atexit
 import logging
 import math
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -35,6 +43,10 @@ _STARTUP_S = 120.0
 _FRAME_BYTES = 1 << 16
 # Address space of a worker: sympy and math-verify use a few hundred MiB.
 _MEMORY_MB = 4096
+# The caller's wall-clock backstop: a worker starved of CPU needs many wall seconds per CPU second (a 2-core node with
+# 20 busy processes gives it ~0.1 of a core); the answer's real limit is the worker's CPU time.
+_WALL_FACTOR = 12.0
+_WALL_GRACE_S = 10.0
 
 
 class _Worker:
@@ -104,7 +116,7 @@ class _Pool:
     def check(self, gold: str, pred: str, timeout_s: float) -> bool:
         worker = self._acquire()
         request = {"gold": gold, "pred": pred, "timeout_s": timeout_s}
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + wall_deadline_s(timeout_s)
         try:
             worker.channel.send(request, deadline)
             reply = worker.channel.recv(deadline, _FRAME_BYTES)
@@ -162,16 +174,39 @@ def symbolic_equal(ground_truth: str, predicted: str, timeout_s: float) -> bool:
     return _pool().check(ground_truth, predicted, timeout_s)
 
 
+def wall_deadline_s(timeout_s: float) -> float:
+    """Wall-clock seconds the caller waits for a check whose CPU-time limit is ``timeout_s`` (the hang backstop)."""
+    return _WALL_FACTOR * timeout_s + _WALL_GRACE_S
+
+
 # ------------------------------------------------------------------------------------------------- worker side
-def _equal(parse, verify, gold: str, pred: str, timeout_s: float) -> bool:  # noqa: ANN001 - math-verify functions
-    # math-verify's timeouts are whole seconds; parse both, then compare, inside the caller's limit.
-    parse_timeout = 1
-    verify_timeout = max(1, math.floor(timeout_s) - 2)
-    gold_parsed = parse(f"\\boxed{{{gold}}}", parsing_timeout=parse_timeout)
-    pred_parsed = parse(f"\\boxed{{{pred}}}", parsing_timeout=parse_timeout)
+class _CPUTimeUp(Exception):
+    """The check used its CPU time."""
+
+
+def _cpu_time_up(signum: int, frame: object) -> None:
+    raise _CPUTimeUp
+
+
+def _equal(parse, verify, gold: str, pred: str) -> bool:  # noqa: ANN001 - math-verify functions
+    # None turns math-verify's wall-clock alarms off: the worker's CPU-time timer bounds the check instead.
+    gold_parsed = parse(f"\\boxed{{{gold}}}", parsing_timeout=None)
+    pred_parsed = parse(f"\\boxed{{{pred}}}", parsing_timeout=None)
     if not gold_parsed or not pred_parsed:
         return False
-    return bool(verify(gold_parsed, pred_parsed, timeout_seconds=verify_timeout))
+    return bool(verify(gold_parsed, pred_parsed, timeout_seconds=None))
+
+
+def _equal_within(parse, verify, gold: str, pred: str, cpu_s: float) -> bool:  # noqa: ANN001 - math-verify functions
+    """:func:`_equal`, stopped (not equal) after ``cpu_s`` seconds of this process's CPU time."""
+    try:
+        try:
+            signal.setitimer(signal.ITIMER_PROF, cpu_s)
+            return _equal(parse, verify, gold, pred)
+        finally:
+            signal.setitimer(signal.ITIMER_PROF, 0)
+    except Exception:  # the timer, and the many types math-verify and sympy raise (SympifyError, RecursionError...)
+        return False
 
 
 def main() -> None:
@@ -193,9 +228,10 @@ def main() -> None:
     # sympy imports and builds much on first use; a cold first check could overrun its answer's time limit (and score
     # a correct answer 0), so pay that here, before the worker takes requests.
     try:
-        _equal(parse, verify, "\\frac{\\sqrt{8}}{2}+x^2", "x^2+\\sqrt{2}", 60.0)
+        _equal(parse, verify, "\\frac{\\sqrt{8}}{2}+x^2", "x^2+\\sqrt{2}")
     except Exception:  # the warm-up is only an optimisation
         pass
+    signal.signal(signal.SIGPROF, _cpu_time_up)
     write_frame(proto_out, {"ready": True})
     while True:
         request = read_frame(proto_in, _FRAME_BYTES)
@@ -206,10 +242,7 @@ def main() -> None:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         budget = math.ceil(usage.ru_utime + usage.ru_stime + timeout_s + 1)
         resource.setrlimit(resource.RLIMIT_CPU, (budget, resource.getrlimit(resource.RLIMIT_CPU)[1]))
-        try:
-            equal = _equal(parse, verify, str(request["gold"]), str(request["pred"]), timeout_s)
-        except Exception:  # math-verify and sympy raise many types (TimeoutError, SympifyError, RecursionError...)
-            equal = False
+        equal = _equal_within(parse, verify, str(request["gold"]), str(request["pred"]), timeout_s)
         write_frame(proto_out, {"equal": equal})
 
 
