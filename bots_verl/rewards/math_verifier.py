@@ -4,9 +4,9 @@ math-verify bounds its work with ``signal.alarm``, which works only in a process
 reward functions from a thread pool (``loop.run_in_executor`` in its reward-loop workers). There, an answer such as
 ``\\boxed{9^{9^{9^{9}}}}`` makes sympy compute for ever while holding the interpreter lock, which stalls even the
 event loop. So every symbolic check runs in a small pool of worker processes (``python -m
-bots_verl.rewards.math_verifier``): in the worker's main thread math-verify's own timeouts work, a kernel CPU-time
-limit backs them up, and the caller waits with a deadline and kills a worker that overruns (a fresh one starts on
-the next request). Pool size: ``$BOTS_MATH_WORKERS`` (default ``min(4, CPUs)``) per process.
+bots_verl.rewards.math_verifier``): in the worker's main thread a signal can interrupt sympy, a kernel CPU-time
+limit backs it up, and the caller waits with a deadline and kills a worker that stops answering (a fresh one starts
+on the next request). Pool size: ``$BOTS_MATH_WORKERS`` (default ``min(4, CPUs)``) per process.
 
 The answer's time limit is CPU time, not wall-clock time: a check ends when the worker has *computed* for
 ``timeout_s`` seconds (a CPU-time timer, ``ITIMER_PROF``, interrupts sympy; the kernel's ``RLIMIT_CPU`` ends the
