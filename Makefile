@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 TORCH ?= torch==2.13.0
 
 .PHONY: install-test install-demo install-verl system-deps quickstart test test-core lint typecheck demo smoke toy \
-	toy-quick cpu-recipes cpu-pipeline clean test-cluster
+	toy-quick cpu-recipes cpu-pipeline clean test-cluster vllm-cpu
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -106,6 +106,11 @@ cpu-recipes: install-test system-deps
 # the recipes' CPU mode -> the main table (runs/cpu_pipeline/table_main.md); how to check an install before GPUs
 cpu-pipeline: install-test system-deps
 	PYTHON=$(abspath $(PY)) bash recipes/cpu_pipeline.sh
+
+# vLLM 0.24.0 built from source for its CPU backend, in its own venv (.venv-vllm: torch 2.11.0, verl 0.9.1, bots-verl);
+# resumable, not in CI (bots_verl/verl_cpu/README.md, "vLLM on CPU")
+vllm-cpu:
+	bash bots_verl/verl_cpu/build_vllm_cpu.sh
 
 demo: install-demo
 	$(PY) -m bots_verl.sim --preset demo

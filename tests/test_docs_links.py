@@ -18,7 +18,17 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 # What is not the repository's own documentation: environments, git, run outputs, caches and build products.
-SKIP_DIRS = {".venv", ".git", "runs", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis"}
+SKIP_DIRS = {
+    ".venv",
+    ".venv-vllm",
+    ".git",
+    "runs",
+    "__pycache__",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".hypothesis",
+}
 SKIP_TOP_DIRS = {"build", "outputs"}  # ignored at the repository's root only (.gitignore)
 SKIP_SUFFIXES = (".egg-info",)
 
