@@ -28,7 +28,7 @@ int_knob MAX_JOBS 1 || exit 2
 
 VLLM_VERSION=0.24.0
 # The torch vLLM 0.24.0's build pins (pyproject's build-system). PyPI has only its CUDA build, which runs on CPU;
-# vLLM's own requirements/cpu.txt asks for the +cpu build from download.pytorch.org, which this file does not reach.
+# vLLM's own requirements/cpu.txt asks for the +cpu build from download.pytorch.org (TORCH_INDEX).
 VLLM_SDIST_URL=https://files.pythonhosted.org/packages/d4/17/ea541f9ffb31d438ed6a5a8e1f7b9805410664abf97e326f28416147a5da/vllm-0.24.0.tar.gz
 VLLM_SDIST_SHA256=0862453adc1f3339f1a0c9dca1179c34d6ed6e118f87b6e5bddd120af614ac66
 TORCH_VERSION=2.11.0
@@ -121,7 +121,7 @@ compile_vllm() {
 }
 
 install_verl() {
-    # verl 0.9.1 with its vllm extra's pins, and bots-verl itself; torch stays at the build's version
+    # bots-verl with its `verl` extra (verl 0.9.1) beside the vLLM just built; torch stays at the build's version
     "$PY" -m pip install -q -e ".[verl]" "${TORCH_SPECS[@]}" "vllm==$VLLM_VERSION"
 }
 
