@@ -25,6 +25,11 @@ source recipes/switches.sh
 bool_switch ALLOW_GCC_12_2 0 || exit 2
 MAX_JOBS=${MAX_JOBS:-$(nproc)}
 int_knob MAX_JOBS 1 || exit 2
+# vLLM's CPU kernels include libnuma's header (csrc/cpu/utils.cpp): said before the 5 GB of downloads, not an hour in
+if ! echo '#include <numa.h>' | c++ -x c++ -E - >/dev/null 2>&1; then
+    echo "vllm-cpu: vLLM's CPU backend needs a C++ compiler and libnuma's headers: apt-get install g++ libnuma-dev" >&2
+    exit 2
+fi
 
 VLLM_VERSION=0.24.0
 # The torch vLLM 0.24.0's build pins (pyproject's build-system). PyPI has only its CUDA build, which runs on CPU;
