@@ -127,12 +127,15 @@ compile_vllm() {
 
 install_verl() {
     # bots-verl with its `verl` extra (verl 0.9.1) beside the vLLM just built; torch stays at the build's version
-    "$PY" -m pip install -q -e ".[verl]" "${TORCH_SPECS[@]}" "vllm==$VLLM_VERSION"
+    # (no vllm requirement here: pip once replaced the CPU build, 0.24.0+cpu, with PyPI's CUDA wheel of 0.24.0)
+    "$PY" -m pip install -q -e ".[verl]" "${TORCH_SPECS[@]}"
 }
 
 check() {
-    "$PY" -c "import vllm, verl, torch, bots_verl; from vllm.platforms import current_platform as p; \
-print(f'vllm {vllm.__version__} ({p.device_type}), verl {verl.__version__}, torch {torch.__version__}')"
+    # the installed vLLM must be this build, on vLLM's CPU platform
+    "$PY" -c "import importlib.metadata as m, verl, torch, bots_verl; from vllm.platforms import current_platform as p; \
+v = m.version('vllm'); print(f'vllm {v} ({p.device_type}), verl {verl.__version__}, torch {torch.__version__}'); \
+assert v.endswith('+cpu') and p.device_type == 'cpu', 'the installed vllm is not the CPU build'"
 }
 
 total=$SECONDS
