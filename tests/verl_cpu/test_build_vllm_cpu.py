@@ -1,6 +1,6 @@
 """``make vllm-cpu`` (bots_verl/verl_cpu/build_vllm_cpu.sh): its switches are read as the recipes read theirs, and a
-value it cannot read stops it before it creates a venv or downloads anything. The build itself (an hour of both
-cores, a CUDA toolkit's headers) is not run here; bots_verl/verl_cpu/README.md records what it did on this machine.
+value it cannot read stops it before it creates a venv or downloads anything. The build itself (tens of minutes of
+both cores, a CUDA toolkit's headers) is not run here; bots_verl/verl_cpu/README.md records what it did on this machine.
 """
 
 from __future__ import annotations
