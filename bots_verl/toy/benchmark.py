@@ -135,15 +135,24 @@ def _run_benchmark(
 
 
 def check_profile(profile: BenchmarkProfile) -> None:
-    """Refuse a profile the benchmark cannot run: unknown arms, sizes below 1, no seeds, an arm or seed twice.
+    """Refuse a profile the benchmark cannot run: unknown arms, no ``random`` arm, sizes below 1, no seeds, an arm or
+    seed twice.
 
     A repeated arm or seed would plan one run twice, and both copies would train in the same run directory at once.
+    Every table pairs an arm with Random's run of the same seed, so an arm list without ``random`` would train for
+    hours and then fail in the main table; finished Random runs are found and not retrained, so adding an arm to a
+    benchmark directory costs only its own runs.
 
     Raises:
         ValueError: naming the setting.
     """
     for arm in profile.selectors:
         arm_settings(arm)
+    if "random" not in profile.selectors:
+        raise ValueError(
+            f"--selectors {' '.join(profile.selectors)} leaves out random: every table pairs each arm with Random's "
+            "run of the same seed (add random; its finished runs are not retrained)"
+        )
     for name in ("steps", "prompts", "n", "eval_every", "jobs"):
         if getattr(profile, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(profile, name)}")

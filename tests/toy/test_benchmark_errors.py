@@ -242,6 +242,17 @@ def test_a_repeated_arm_or_seed_is_refused(capsys: pytest.CaptureFixture[str]) -
     assert "--selectors names bots more than once" in capsys.readouterr().err
 
 
+def test_arms_without_random_are_refused_before_anything_trains(tmp_path: Path, capsys) -> None:
+    """The tables pair every arm with Random's run of the same seed: without it a benchmark would train every run and
+    then fail in the main table, so it is refused up front, by the dry run and by the real run alike."""
+    assert benchmark.main(["--profile", "claims", "--dry-run", "--selectors", "bots_warm", "bots_noref"]) == 2
+    assert "--selectors bots_warm bots_noref leaves out random" in capsys.readouterr().err
+    out = tmp_path / "bench"
+    assert benchmark.main(["--profile", "ci", "--selectors", "bots", "--out", str(out)]) == 1
+    assert "leaves out random" in capsys.readouterr().err
+    assert not out.exists()  # refused before the data, the lock or a run folder was written
+
+
 def test_a_failed_analysis_says_why(tmp_path: Path) -> None:
     """The analysis' own message (run, metric, step), not only "returned non-zero exit status 2"."""
     from bots_verl.runlog import TOY_EXACT_METRIC, RunWriter
