@@ -43,6 +43,10 @@ if [ -n "${TORCH_INDEX:-}" ]; then
 else
     TORCH_SPECS=("torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION")
 fi
+# transformers' own range for `kernels` (its "kernels" extra): pip otherwise resolved kernels 0.19.1, whose
+# LayerRepository refuses transformers 5.10's hub-kernel table at import ("Either a revision or a version must be
+# specified."), so `import vllm` failed before any model loaded (found 2026-12-04; 0.12.3 imports and generates)
+KERNELS_SPEC="kernels>=0.12,<0.13"
 VENV=${VLLM_VENV:-.venv-vllm}
 case $VENV in /*) ;; *) VENV=$PWD/$VENV ;; esac
 WORK=${VLLM_WORK:-build/vllm-cpu}
@@ -96,7 +100,7 @@ runtime_deps() {
     grep -v -E '^(torch|torchaudio|torchvision)([ =;<>]|$)|^-r |^--extra-index-url' "$SRC/requirements/cpu.txt" \
         >"$WORK/cpu-runtime.txt"
     "$PY" -m pip install -q -r "$SRC/requirements/common.txt" -r "$WORK/cpu-runtime.txt" \
-        "${TORCH_SPECS[@]}"
+        "$KERNELS_SPEC" "${TORCH_SPECS[@]}"
 }
 
 compile_vllm() {
@@ -128,12 +132,13 @@ compile_vllm() {
 install_verl() {
     # bots-verl with its `verl` extra (verl 0.9.1) beside the vLLM just built; torch stays at the build's version
     # (no vllm requirement here: pip once replaced the CPU build, 0.24.0+cpu, with PyPI's CUDA wheel of 0.24.0)
-    "$PY" -m pip install -q -e ".[verl]" "${TORCH_SPECS[@]}"
+    "$PY" -m pip install -q -e ".[verl]" "$KERNELS_SPEC" "${TORCH_SPECS[@]}"
 }
 
 check() {
-    # the installed vLLM must be this build, on vLLM's CPU platform
-    "$PY" -c "import importlib.metadata as m, verl, torch, bots_verl; from vllm.platforms import current_platform as p; \
+    # the installed vLLM must be this build, on vLLM's CPU platform, and its engine must import (a dependency it
+    # pulls in can break `from vllm import LLM` while the platform module still imports)
+    "$PY" -c "import importlib.metadata as m, verl, torch, bots_verl; from vllm.platforms import current_platform as p; from vllm import LLM; \
 v = m.version('vllm'); print(f'vllm {v} ({p.device_type}), verl {verl.__version__}, torch {torch.__version__}'); \
 assert v.endswith('+cpu') and p.device_type == 'cpu', 'the installed vllm is not the CPU build'"
 }
