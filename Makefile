@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 TORCH ?= torch==2.13.0
 
 .PHONY: install-test install-demo install-verl system-deps quickstart test test-core lint typecheck demo smoke toy \
-	toy-quick cpu-recipes cpu-pipeline clean test-cluster vllm-cpu
+	toy-quick cpu-recipes cpu-pipeline clean test-cluster vllm-cpu test-vllm-cpu
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -111,6 +111,14 @@ cpu-pipeline: install-test system-deps
 # resumable, not in CI (bots_verl/verl_cpu/README.md, "vLLM on CPU")
 vllm-cpu:
 	bash bots_verl/verl_cpu/build_vllm_cpu.sh
+
+# BOTS through verl's vLLM rollout on vLLM's CPU build (tests marked vllm_cpu, skipped elsewhere; not in CI): the toy
+# task trained through verl's vLLM server and weight sync (recipes/results/vllm_cpu_reference_column.md has its time)
+VLLM_PY ?= .venv-vllm/bin/python
+test-vllm-cpu:
+	@test -x $(VLLM_PY) || { echo "test-vllm-cpu: no $(VLLM_PY); make vllm-cpu builds it" >&2; exit 2; }
+	$(VLLM_PY) -m pip install -q pytest
+	$(VLLM_PY) -m pytest -q tests/integration/test_vllm_rollout_on_cpu.py -p no:cacheprovider
 
 demo: install-demo
 	$(PY) -m bots_verl.sim --preset demo

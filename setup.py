@@ -63,4 +63,7 @@ setup(
     # filelock: bots_verl.fileio.OutputLock (its `on_acquired` hook signs the lock file with the holder)
     install_requires=["numpy>=1.24", "pandas", "pyarrow>=19.0.0", "omegaconf", "filelock>=4.3"],
     extras_require=EXTRAS,
+    # vLLM loads these in each of its processes; ours acts only on vLLM's CPU platform inside a CPU-backend run
+    # (verl's weight sync into vLLM's CPU linear layers: bots_verl/verl_cpu/vllm_weight_sync.py)
+    entry_points={"vllm.general_plugins": ["bots_verl_cpu_weight_sync = bots_verl.verl_cpu.vllm_weight_sync:register"]},
 )

@@ -71,13 +71,19 @@ TASK_EMBEDDINGS=${TASK_EMBEDDINGS:-}
 # ---- CPU mode (CPU=1): the same method, data files, reward settings, reference columns and algorithm settings; only
 # what a CPU cannot carry changes: the model (a randomly initialised tiny Llama with a byte-level tokenizer that reads
 # any prompt, built locally by bots_verl.verl_cpu.tiny_model, nothing downloaded), trainer.device=cpu with our backend,
-# the rollout engine (the hf server instead of vLLM), one logical GPU and these sizes [infer: small enough for a
+# the rollout engine (the hf server instead of vLLM; CPU_ROLLOUT=vllm keeps vLLM, which needs vLLM's CPU build from
+# `make vllm-cpu` and PYTHON=.venv-vllm/bin/python), one logical GPU and these sizes [infer: small enough for a
 # 2-core machine]. Every CPU_* knob can be overridden like the others.
 CPU_MODEL_DIR=${CPU_MODEL_DIR:-$RUN_ROOT/cpu_tiny_model}
 CPU_KNOBS=(CPU_TRAIN_BATCH_SIZE CPU_ROLLOUT_N CPU_PPO_MINI_BATCH_SIZE CPU_MAX_PROMPT_LENGTH CPU_MAX_RESPONSE_LENGTH
     CPU_MAX_TOKENS_PER_GPU)
 bots_cpu_mode() {
     [[ $CPU == 1 ]] || return 0
+    CPU_ROLLOUT=${CPU_ROLLOUT:-hf}
+    if [[ $CPU_ROLLOUT != hf && $CPU_ROLLOUT != vllm ]]; then
+        echo "CPU_ROLLOUT='$CPU_ROLLOUT': the CPU mode generates with hf or vllm" >&2
+        return 1
+    fi
     TRAIN_BATCH_SIZE=${CPU_TRAIN_BATCH_SIZE:-4}
     ROLLOUT_N=${CPU_ROLLOUT_N:-4}
     PPO_MINI_BATCH_SIZE=${CPU_PPO_MINI_BATCH_SIZE:-4}
@@ -88,12 +94,18 @@ bots_cpu_mode() {
     NNODES=1
     GPUS_PER_NODE=1
     ROLLOUT_TP=1
+    # vLLM's CPU attention takes heads of 32 or more: the vllm engine gets a model twice as wide (head size 32, not 16)
+    local hidden=64
+    if [[ $CPU_ROLLOUT == vllm ]]; then
+        hidden=128
+        [[ $CPU_MODEL_DIR == "$RUN_ROOT/cpu_tiny_model" ]] && CPU_MODEL_DIR=$RUN_ROOT/cpu_tiny_model_h128
+    fi
     if [[ $DRY_RUN != 1 && -z ${RECIPE_ARGV_DIR:-} ]]; then
-        "$PYTHON" -m bots_verl.verl_cpu.tiny_model "$CPU_MODEL_DIR" >/dev/null || return 1
+        "$PYTHON" -m bots_verl.verl_cpu.tiny_model "$CPU_MODEL_DIR" --hidden-size "$hidden" >/dev/null || return 1
     fi
     CPU_ARGS=(
         trainer.device=cpu
-        actor_rollout_ref.rollout.name=hf
+        "actor_rollout_ref.rollout.name=$CPU_ROLLOUT"
         # flash-attn's varlen kernels and activation recomputation: CUDA only / no use at this size
         actor_rollout_ref.model.use_remove_padding=False
         actor_rollout_ref.model.enable_gradient_checkpointing=False
@@ -208,8 +220,8 @@ bots_launch() {
     local CPU_ARGS=() model_path=$MODEL_PATH
     if [[ $CPU == 1 ]]; then
         tag=$tag-cpu
-        model_path=$CPU_MODEL_DIR
         bots_cpu_mode || return 1
+        model_path=$CPU_MODEL_DIR
     fi
     local experiment=${EXPERIMENT_NAME:-${DOMAIN}_${tag}_${method}_s${SEED}}
     local run_dir=${RUN_DIR:-$RUN_ROOT/$experiment}

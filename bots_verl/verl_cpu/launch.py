@@ -7,6 +7,7 @@
    the command line sets that key itself (so ``trainer.device=cpu`` alone is a working CPU config, and any key can
    still be overridden). With ``trainer.v1.trainer_mode=separate_async``, :data:`SEPARATE_ASYNC_SETTINGS` too: the
    rollout on one logical GPU of its own, synced by the ``cpu_gloo`` checkpoint engine (:mod:`.checkpoint_engine`).
+   With ``actor_rollout_ref.rollout.name=vllm`` (vLLM's CPU build, ``make vllm-cpu``), :data:`VLLM_SETTINGS` too.
 2. **Environment.** ``VERL_USE_EXTERNAL_MODULES=bots_verl.verl_cpu.register`` and ``VERL_PLATFORM=cpu`` (plus
    ``OMP_NUM_THREADS`` and ``TOKENIZERS_PARALLELISM``) go into this process and into
    ``ray_kwargs.ray_init.runtime_env.env_vars``, which verl's ``run_ppo`` passes to ``ray.init``, so the task
@@ -36,6 +37,7 @@ __all__ = [
     "CPU_PROFILE",
     "MIN_RAY_CPUS",
     "SEPARATE_ASYNC_SETTINGS",
+    "VLLM_SETTINGS",
     "activate",
     "apply_cpu_settings",
     "check_cpu_settings",
@@ -46,6 +48,7 @@ __all__ = [
     "set_ray_init",
     "standalone_rollout_gpus",
     "uses_cpu_backend",
+    "uses_vllm",
 ]
 
 CPU_PROFILE = Path(__file__).resolve().parent.parent / "config" / "cpu_backend.yaml"
@@ -61,6 +64,21 @@ SEPARATE_ASYNC_SETTINGS: dict[str, Any] = {
     "actor_rollout_ref.rollout.n_gpus_per_node": 1,
     "actor_rollout_ref.rollout.checkpoint_engine.backend": CPU_CHECKPOINT_ENGINE,
 }
+
+#: ``rollout.name=vllm`` on CPU, unless the command line sets a key: vLLM's CPU platform has no sleep mode (it refuses
+#: verl's default ``True``: "Sleep mode is not supported on current platform"), and eager mode as the actor (capturing
+#: or compiling the model costs minutes on CPU)
+VLLM_SETTINGS: dict[str, Any] = {
+    "actor_rollout_ref.rollout.enable_sleep_mode": False,
+    "actor_rollout_ref.rollout.enforce_eager": True,
+}
+#: vLLM's KV cache on CPU, in GiB (vLLM's own variable), unless the environment sets it: the CPU models are tiny
+VLLM_KVCACHE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+
+
+def uses_vllm(config: DictConfig) -> bool:
+    """True when the run generates with verl's vLLM rollout."""
+    return str(config.actor_rollout_ref.rollout.name) == "vllm"
 
 
 def separate_async(config: DictConfig) -> bool:
@@ -163,13 +181,36 @@ def apply_cpu_settings(config: DictConfig, user_keys: Iterable[str] = ()) -> lis
                 continue
             OmegaConf.update(config, key, value, force_add=True)
             applied.append(f"{key}={value}")
-        if separate_async(config):
-            for key, value in SEPARATE_ASYNC_SETTINGS.items():
-                if key in user or OmegaConf.select(config, key, default=None) == value:
-                    continue
-                OmegaConf.update(config, key, value, force_add=True)
-                applied.append(f"{key}={value}")
+        extra = {
+            **(SEPARATE_ASYNC_SETTINGS if separate_async(config) else {}),
+            **(VLLM_SETTINGS if uses_vllm(config) else {}),
+        }
+        for key, value in extra.items():
+            if key in user or OmegaConf.select(config, key, default=None) == value:
+                continue
+            OmegaConf.update(config, key, value, force_add=True)
+            applied.append(f"{key}={value}")
     return applied
+
+
+def _vllm_problems(rollout: DictConfig) -> list[str]:
+    """What stops verl's vLLM rollout on CPU, found before Ray starts (vLLM's CPU build, its missing sleep mode)."""
+    from importlib import metadata
+
+    problems = []
+    try:
+        version = metadata.version("vllm")
+    except metadata.PackageNotFoundError:
+        version = None
+    if version is None or not version.endswith("+cpu"):
+        found = "no vllm" if version is None else f"vllm {version}, not a CPU build"
+        problems.append(
+            f"actor_rollout_ref.rollout.name=vllm needs vLLM's CPU build in this Python ({found}): make vllm-cpu "
+            "builds it into .venv-vllm (bots_verl/verl_cpu/README.md)"
+        )
+    if rollout.get("enable_sleep_mode", False):
+        problems.append("actor_rollout_ref.rollout.enable_sleep_mode=True (vLLM's CPU platform has no sleep mode)")
+    return problems
 
 
 def set_ray_init(config: DictConfig, env: dict[str, str]) -> None:
@@ -223,6 +264,8 @@ def prepare(config: DictConfig, user_keys: Iterable[str] = ()) -> list[str]:
     applied = apply_cpu_settings(config, user_keys)
     check_cpu_settings(config)
     env = env_vars()
+    if uses_vllm(config):
+        env.update({k: os.environ.get(k, v) for k, v in VLLM_KVCACHE_ENV.items()})
     set_ray_init(config, env)
     activate(env)
     if applied:
@@ -238,8 +281,15 @@ def check_cpu_settings(config: DictConfig) -> None:
     """
     rollout = config.actor_rollout_ref.rollout
     problems = []
-    if rollout.name != "hf":
-        problems.append(f"actor_rollout_ref.rollout.name={rollout.name} (the CPU backend generates with 'hf')")
+    if rollout.name not in ("hf", "vllm"):
+        problems.append(f"actor_rollout_ref.rollout.name={rollout.name} (the CPU backend generates with hf or vllm)")
+    if rollout.name == "vllm":
+        problems.extend(_vllm_problems(rollout))
+        if separate_async(config):
+            problems.append(
+                "trainer.v1.trainer_mode=separate_async with rollout.name=vllm (on CPU the standalone rollout is "
+                "synced by the cpu_gloo checkpoint engine, which serves the hf rollout)"
+            )
     if rollout.name == "hf":
         from bots_verl.verl_cpu.hf_server import check_dtype
 

@@ -209,6 +209,26 @@ def test_a_bad_cpu_knob_stops_the_recipe_before_the_tiny_model_is_built(name: st
     assert _calls(stub) == [] and not (tmp_path / "runs").exists()
 
 
+def test_cpu_rollout_picks_the_cpu_modes_engine_and_refuses_any_other(stub: dict, tmp_path: Path) -> None:
+    """Issue 49: CPU_ROLLOUT=vllm keeps the recipe's vLLM rollout in CPU mode (vLLM's CPU build); hf by default."""
+    # vLLM's CPU attention needs heads of 32 or more: the vllm engine gets a tiny model of its own, twice as wide
+    cases = [({}, "hf", "cpu_tiny_model"), ({"CPU_ROLLOUT": "vllm"}, "vllm", "cpu_tiny_model_h128")]
+    for setting, engine, model in cases:
+        for call in Path(stub["STUB_CALLS"]).iterdir():
+            call.unlink()
+        proc = _run(MAIN_SCRIPT, stub, tmp_path, CPU="1", DRY_RUN="1", **setting)
+        assert proc.returncode == 0, proc.stderr
+        (argv,) = _calls(stub)
+        given = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in argv if "=" in a}  # the last value, as hydra's
+        assert given["actor_rollout_ref.rollout.name"] == engine
+        assert Path(given["actor_rollout_ref.model.path"]).name == model
+    for call in Path(stub["STUB_CALLS"]).iterdir():
+        call.unlink()
+    proc = _run(MAIN_SCRIPT, stub, tmp_path, CPU="1", CPU_ROLLOUT="sglang")
+    assert proc.returncode != 0 and "CPU_ROLLOUT='sglang'" in proc.stderr
+    assert _calls(stub) == [] and not (tmp_path / "runs").exists()
+
+
 def test_a_sweep_with_a_bad_switch_launches_none_of_its_runs(stub: dict, tmp_path: Path) -> None:
     script = RECIPES / "ablations" / "run_math_qwen2.5_1.5b_rho_sweep.sh"
     proc = _run(script, stub, tmp_path, DRY_RUN="y", RHO_VALUES="0 1.0")

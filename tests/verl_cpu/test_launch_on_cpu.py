@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +55,55 @@ def test_settings_the_cpu_backend_cannot_run_with_are_refused():
     config = _compose(*user)
     launch.apply_cpu_settings(config, launch.override_keys(user))
     with pytest.raises(ValueError, match="rollout.name=vllm.*tensor_model_parallel_size=2"):
+        launch.check_cpu_settings(config)
+
+
+def test_vllm_on_cpu_gets_its_settings_and_is_refused_without_vllms_cpu_build(monkeypatch):
+    """Issue 49: verl's vLLM rollout on vLLM's CPU build; what stops it is said before Ray starts."""
+    from importlib import metadata
+
+    user = ["actor_rollout_ref.rollout.name=vllm"]
+    config = _compose(*user)
+    applied = launch.apply_cpu_settings(config, launch.override_keys(user))
+    rollout = config.actor_rollout_ref.rollout
+    assert rollout.name == "vllm" and rollout.enable_sleep_mode is False and rollout.enforce_eager is True
+    assert "actor_rollout_ref.rollout.enable_sleep_mode=False" in applied
+    real_version = metadata.version
+
+    def version(name: str) -> str:
+        return {"vllm": installed}[name] if name == "vllm" else real_version(name)
+
+    monkeypatch.setattr(metadata, "version", version)
+    for installed in ("0.24.0", "0.24.0+cu129"):
+        found = rf"needs vLLM's CPU build in this Python \(vllm {re.escape(installed)}, not a CPU build\)"
+        with pytest.raises(ValueError, match=found):
+            launch.check_cpu_settings(config)
+    installed = "0.24.0+cpu"
+    launch.check_cpu_settings(config)
+    # the hf rollout gets none of them
+    hf = _compose()
+    assert not any("sleep_mode" in a or "enforce_eager" in a for a in launch.apply_cpu_settings(hf))
+    # a setting vLLM's CPU platform cannot run with, typed by the user, is refused, not replaced
+    for bad in (["+actor_rollout_ref.rollout.enable_sleep_mode=True"], SEPARATE):
+        user = ["actor_rollout_ref.rollout.name=vllm", *bad]
+        config = _compose(*user)
+        launch.apply_cpu_settings(config, launch.override_keys(user))
+        with pytest.raises(ValueError, match="sleep mode|separate_async with rollout.name=vllm"):
+            launch.check_cpu_settings(config)
+
+
+def test_without_vllm_the_vllm_rollout_is_refused_with_the_command_that_builds_it():
+    pytest.importorskip("verl")
+    try:
+        import vllm  # noqa: F401
+
+        pytest.skip("vLLM is installed here")
+    except ImportError:
+        pass
+    user = ["actor_rollout_ref.rollout.name=vllm"]
+    config = _compose(*user)
+    launch.apply_cpu_settings(config, launch.override_keys(user))
+    with pytest.raises(ValueError, match=r"\(no vllm\): make vllm-cpu"):
         launch.check_cpu_settings(config)
 
 
