@@ -113,7 +113,7 @@ vllm-cpu:
 	bash bots_verl/verl_cpu/build_vllm_cpu.sh
 
 # BOTS through verl's vLLM rollout on vLLM's CPU build (tests marked vllm_cpu, skipped elsewhere; not in CI): the toy
-# task trained through verl's vLLM server and weight sync (recipes/results/vllm_cpu_reference_column.md has its time)
+# task trained through verl's vLLM server and weight sync (recipes/results/vllm_cpu.md has its time)
 VLLM_PY ?= .venv-vllm/bin/python
 test-vllm-cpu:
 	@test -x $(VLLM_PY) || { echo "test-vllm-cpu: no $(VLLM_PY); make vllm-cpu builds it" >&2; exit 2; }
