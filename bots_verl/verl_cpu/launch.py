@@ -193,8 +193,9 @@ def apply_cpu_settings(config: DictConfig, user_keys: Iterable[str] = ()) -> lis
     return applied
 
 
-def _vllm_problems(rollout: DictConfig) -> list[str]:
-    """What stops verl's vLLM rollout on CPU, found before Ray starts (vLLM's CPU build, its missing sleep mode)."""
+def _vllm_problems(config: DictConfig) -> list[str]:
+    """What stops verl's vLLM rollout on CPU, found before Ray starts (vLLM's CPU build, its missing sleep mode, the
+    ``separate_async`` sync engine that serves only the ``hf`` rollout)."""
     from importlib import metadata
 
     problems = []
@@ -208,8 +209,13 @@ def _vllm_problems(rollout: DictConfig) -> list[str]:
             f"actor_rollout_ref.rollout.name=vllm needs vLLM's CPU build in this Python ({found}): make vllm-cpu "
             "builds it into .venv-vllm (bots_verl/verl_cpu/README.md)"
         )
-    if rollout.get("enable_sleep_mode", False):
+    if config.actor_rollout_ref.rollout.get("enable_sleep_mode", False):
         problems.append("actor_rollout_ref.rollout.enable_sleep_mode=True (vLLM's CPU platform has no sleep mode)")
+    if separate_async(config):
+        problems.append(
+            "trainer.v1.trainer_mode=separate_async with rollout.name=vllm (on CPU the standalone rollout is "
+            "synced by the cpu_gloo checkpoint engine, which serves the hf rollout)"
+        )
     return problems
 
 
@@ -284,12 +290,7 @@ def check_cpu_settings(config: DictConfig) -> None:
     if rollout.name not in ("hf", "vllm"):
         problems.append(f"actor_rollout_ref.rollout.name={rollout.name} (the CPU backend generates with hf or vllm)")
     if rollout.name == "vllm":
-        problems.extend(_vllm_problems(rollout))
-        if separate_async(config):
-            problems.append(
-                "trainer.v1.trainer_mode=separate_async with rollout.name=vllm (on CPU the standalone rollout is "
-                "synced by the cpu_gloo checkpoint engine, which serves the hf rollout)"
-            )
+        problems.extend(_vllm_problems(config))
     if rollout.name == "hf":
         from bots_verl.verl_cpu.hf_server import check_dtype
 
