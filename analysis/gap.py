@@ -96,9 +96,7 @@ def load_series(run_dir: str | Path, arm: str, seed: int) -> RunSeries:
     Raises:
         ValueError: no metrics file, a malformed line (:func:`bots_verl.runlog.iter_metrics`), or no training step.
     """
-    merged: dict[int, dict[str, Any]] = {}
-    for step, data in runlog.iter_metrics(run_dir):
-        merged.setdefault(step, {}).update(data)
+    merged = runlog.metrics_by_step(run_dir)
     steps = np.array(sorted(s for s, d in merged.items() if math.isfinite(_number(d.get(ETR_METRIC)))), dtype=np.int64)
     if steps.size == 0:
         raise ValueError(f"{run_dir}: no step logged {ETR_METRIC}; not a training run log")

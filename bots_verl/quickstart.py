@@ -32,7 +32,7 @@ from bots_verl.runlog import ETR_METRIC
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MARKER", "check_out_dir", "main", "posterior_by_size", "run_quickstart"]
+__all__ = ["MARKER", "check_out_dir", "main", "posterior_by_size", "run_quickstart", "summarise", "train_arms"]
 
 ARMS = ("random", "bots")
 #: written into each run folder the quickstart creates: the only folders a later quickstart deletes
@@ -76,10 +76,40 @@ def _train(manifest: dict[str, Any], arm: str, steps: int, out: Path, timeout: f
     return run_dir
 
 
-def _per_step(run_dir: Path) -> dict[int, dict[str, float]]:
-    from bots_verl.runlog import iter_metrics
+def train_arms(manifest: dict[str, Any], out: Path, steps: int, timeout: float) -> dict[str, Path]:
+    """Train Random, then BOTS, ``steps`` GRPO steps each on the testbed build of ``manifest``; their run folders.
 
-    return dict(iter_metrics(run_dir / "run"))
+    Raises:
+        ValueError: for an ``out`` holding run folders the quickstart did not write (:func:`check_out_dir`).
+        RuntimeError: when a training run fails.
+    """
+    print(f"quickstart: Random, then BOTS, {steps} GRPO steps each in verl's trainer on CPU", flush=True)
+    return {arm: _train(manifest, arm, steps, out, timeout) for arm in ARMS}
+
+
+def summarise(runs: dict[str, Path], data_dir: Path) -> dict[str, Any]:
+    """What the report prints, from the finished run folders of both arms (any toy run folder: the quickstart's or the
+    benchmark's ``runs/<arm>_s<seed>``) and the testbed build they trained on.
+
+    Returns:
+        ``steps`` (BOTS's last checkpointed step), ``mixed`` (per arm, the mixed-group share of each trained step),
+        ``posterior`` (:func:`posterior_by_size` of BOTS's last checkpoint) and ``runs`` (the run logs).
+    """
+    from bots_verl.runlog import metrics_by_step
+
+    # trained steps only: a benchmark's run log also holds the evaluation of step 0
+    mixed = {
+        arm: {step: line.get(ETR_METRIC) for step, line in sorted(metrics_by_step(run_dir / "run").items()) if step}
+        for arm, run_dir in runs.items()
+    }
+    ckpt = runs["bots"] / "ckpt"
+    steps = int((ckpt / "latest_checkpointed_iteration.txt").read_text().strip())
+    return {
+        "steps": steps,
+        "mixed": mixed,
+        "posterior": posterior_by_size(ckpt / f"global_step_{steps}" / "data.pt", data_dir),
+        "runs": {arm: str(run_dir / "run") for arm, run_dir in runs.items()},
+    }
 
 
 def posterior_by_size(data_pt: Path, data_dir: Path) -> list[dict[str, Any]]:
@@ -129,16 +159,7 @@ def run_quickstart(out: Path, steps: int, timeout: float = 900.0) -> dict[str, A
     out.mkdir(parents=True, exist_ok=True)
     print(f"quickstart: the shipped toy testbed into {out / 'data'}", flush=True)
     manifest = prepare(out / "data", seed=0, profile="full", jobs=1)
-    print(f"quickstart: Random, then BOTS, {steps} GRPO steps each in verl's trainer on CPU", flush=True)
-    runs = {arm: _train(manifest, arm, steps, out, timeout) for arm in ARMS}
-    curves = {arm: _per_step(run_dir) for arm, run_dir in runs.items()}
-    final = runs["bots"] / "ckpt" / f"global_step_{steps}" / "data.pt"
-    return {
-        "steps": steps,
-        "mixed": {arm: {s: m.get(ETR_METRIC) for s, m in sorted(c.items())} for arm, c in curves.items()},
-        "posterior": posterior_by_size(final, out / "data"),
-        "runs": {arm: str(run_dir / "run") for arm, run_dir in runs.items()},
-    }
+    return summarise(train_arms(manifest, out, steps, timeout), out / "data")
 
 
 def report(result: dict[str, Any]) -> str:

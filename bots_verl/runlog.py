@@ -81,6 +81,7 @@ __all__ = [
     "logged_metrics_files",
     "method_display",
     "method_spec",
+    "metrics_by_step",
     "metrics_files",
     "parse_int",
     "read_meta",
@@ -297,6 +298,19 @@ def iter_metrics(run_dir: str | os.PathLike) -> Iterator[tuple[int, dict[str, An
                 except (ValueError, KeyError, TypeError, RecursionError) as exc:
                     raise ValueError(f"{path}:{lineno}: malformed metrics line ({exc})") from exc
                 yield step, {k: (math.nan if v is None else v) for k, v in data.items()}
+
+
+def metrics_by_step(run_dir: str | os.PathLike) -> dict[int, dict[str, Any]]:
+    """Every step's metrics, the lines of one step merged in file order (training and evaluation lines share a step;
+    a later line's value wins).
+
+    Raises:
+        ValueError: as :func:`iter_metrics`.
+    """
+    merged: dict[int, dict[str, Any]] = {}
+    for step, data in iter_metrics(run_dir):
+        merged.setdefault(step, {}).update(data)
+    return merged
 
 
 class RunWriter:

@@ -1,7 +1,10 @@
-"""Shared pytest setup: Ray on the loopback address; one Ray cluster that training runs attach to; GPU-marked tests
-are skipped without a CUDA GPU (CI has none)."""
+"""Shared pytest setup: Ray on the loopback address; one Ray cluster that training runs attach to; the toy testbed's
+``ci`` build and the benchmark trained on it, shared by the toy and quickstart tests; GPU-marked tests are skipped
+without a CUDA GPU (CI has none)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -40,6 +43,41 @@ def ray_attach():
         cluster.stop()
 
 
+@pytest.fixture(scope="session")
+def ci_data(tmp_path_factory) -> Path:
+    """``python -m bots_verl.toy.prepare --profile ci --jobs 2`` (every stage, calibration included) in a fresh
+    directory, through the command line (``tests/toy/test_prepare.py`` checks what it built).
+
+    Read-only for its users: each writes its runs beside it, under ``<parent>/runs/<arm>_s0``, or copies it.
+    """
+    from bots_verl.toy.prepare import main
+
+    out = tmp_path_factory.mktemp("toy_ci") / "data"
+    # two jobs: warm-ups in spawned worker processes, the reference collections as `python -m reference_eval` children
+    assert main(["--out", str(out), "--profile", "ci", "--jobs", "2", "--seed", "0"]) == 0
+    return out
+
+
+@pytest.fixture(scope="session")
+def bench(tmp_path_factory, ci_data) -> tuple[Path, dict]:
+    """The toy benchmark's ``ci`` profile run on a copy of :func:`ci_data`: real GRPO training of ``random`` and
+    ``bots`` in verl's trainer, evaluation, tables and summary; ``(benchmark directory, summary)``.
+
+    Read-only for its users (``tests/toy/test_benchmark.py`` checks the benchmark; ``tests/test_quickstart.py`` reports
+    on its two runs): a test that changes it works on a copy.
+    """
+    import shutil
+
+    from bots_verl.toy.arms import PROFILES
+    from bots_verl.toy.benchmark import run_benchmark
+
+    root = tmp_path_factory.mktemp("toybench")
+    # the session's ci build: the benchmark's prepare finds every stage done
+    shutil.copytree(ci_data, root / "data")
+    summary = run_benchmark(PROFILES["ci"], root, prepare_jobs=1, timeout=900)
+    return root, summary
+
+
 def _has_cuda() -> bool:
     try:
         import torch
@@ -50,10 +88,10 @@ def _has_cuda() -> bool:
 
 def _group(nodeid: str) -> str:
     """The share of the suite one pytest-xdist worker runs whole: a test's module, so that module-scoped fixtures (the
-    shared real ``fit()`` runs) train once; the toy tests are one share, so the session's ``ci_data`` build (about 30
-    s) is made once."""
+    shared real ``fit()`` runs) train once; the toy tests and the quickstart's are one share, so the session's
+    ``ci_data`` build (about 30 s) and ``bench`` runs are made once."""
     path = nodeid.split("::", 1)[0]
-    return "tests/toy" if path.startswith("tests/toy/") else path
+    return "tests/toy" if path.startswith("tests/toy/") or path == "tests/test_quickstart.py" else path
 
 
 @pytest.hookimpl(optionalhook=True)

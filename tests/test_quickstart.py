@@ -1,5 +1,6 @@
-"""``make quickstart``: end to end (Random and BOTS train in verl's real trainer on the shipped toy build and report),
-and the ``--out`` guard: a rerun replaces only the run folders a quickstart wrote (issue 47).
+"""``make quickstart``: its report on two real training runs (the session's toy benchmark runs: one pair of real fits
+serves both), its two training commands on the shipped toy build (dry runs of ``bots_verl.main``), and the ``--out``
+guard: a rerun replaces only the run folders a quickstart wrote (issue 47).
 """
 
 from __future__ import annotations
@@ -7,44 +8,86 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from bots_verl import quickstart
+from bots_verl.integration.transport.sampler_state import checkpoint_sampler_state
 from bots_verl.quickstart import MARKER, check_out_dir, main
 
 
 @pytest.mark.slow
-def test_the_quickstart_trains_both_arms_and_reports_the_mixed_share_and_the_posterior(
-    tmp_path, capsys, monkeypatch, ray_attach
-):
-    # each run attaches to the session's Ray cluster (a cluster start and stop saved per run) once the previous run's
-    # actors are gone; the training itself is the quickstart's own
-    from bots_verl.verl_cpu import smoke
+def test_the_report_of_two_real_runs_has_the_mixed_share_and_the_posterior(bench, capsys):
+    """The report on real runs: the toy benchmark's ``ci`` runs of Random and BOTS (the session's ``bench``,
+    ``tests/conftest.py``), trained as the quickstart's are (:func:`bots_verl.toy.arms.training_overrides`, then
+    ``python -m bots_verl.main``), on a smaller build; the shipped build's own arguments are checked below."""
+    from bots_verl.toy.arms import PROFILES
 
-    train = smoke.run_training
-
-    def attached(*args, **kwargs):
-        for key, value in ray_attach().items():
-            monkeypatch.setenv(key, value)
-        return train(*args, **kwargs)
-
-    monkeypatch.setattr(smoke, "run_training", attached)
-    assert main(["--steps", "2", "--out", str(tmp_path / "qs")]) == 0
-    printed = capsys.readouterr().out
+    root, _ = bench
+    prof = PROFILES["ci"]
+    runs = {arm: root / "runs" / f"{arm}_s0" for arm in ("random", "bots")}
+    result = quickstart.summarise(runs, root / "data")
+    printed = quickstart.report(result)
     assert "Share of mixed groups per step" in printed and "BOTS's posterior after the last step" in printed
-    result = json.loads((tmp_path / "qs" / "quickstart.json").read_text())
+    assert result["steps"] == prof.steps
     for arm in ("random", "bots"):
         shares = result["mixed"][arm]
-        assert sorted(int(s) for s in shares) == [1, 2]
+        assert sorted(shares) == list(range(1, prof.steps + 1))  # trained steps only: not the benchmark's step 0
         assert all(0.0 <= v <= 1.0 for v in shares.values())
-        assert (tmp_path / "qs" / arm / "run" / "meta.json").is_file()
-        assert (tmp_path / "qs" / arm / MARKER).is_file()  # a rerun into this --out may replace it
-    rows = result["posterior"]
-    assert [r["digits"] for r in rows] == [1, 2, 3, 4] and sum(r["tasks"] for r in rows) == 2352
-    assert sum(r["selected"] for r in rows) == 2 * 16  # two steps of 16 tasks
-    # the easiest tasks are the ones the policy solves most often, and the posterior has learnt that ordering
-    assert rows[0]["exact_pass_rate"] > rows[-1]["exact_pass_rate"]
-    assert rows[0]["posterior_mean"] > rows[-1]["posterior_mean"]
+        assert f"{runs[arm] / 'run'}" in printed
+    # the posterior by size, recomputed from BOTS's checkpoint and the build's files
+    state = checkpoint_sampler_state(runs["bots"] / "ckpt" / f"global_step_{prof.steps}" / "data.pt")["selector_state"]
+    alpha, beta = (np.asarray(state["extra"]["posterior"][k]) for k in ("alpha", "beta"))
+    pool = pq.read_table(root / "data" / "train.parquet", columns=["task_id", "extra_info"]).to_pandas()
+    exact = pq.read_table(root / "data" / "calibration.parquet").to_pandas().set_index("task_id")
+    pool["digits"] = [max(info["digits_a"], info["digits_b"]) for info in pool["extra_info"]]
+    pool["mean"], pool["selected"] = alpha / (alpha + beta), state["times_selected"]
+    pool["exact"] = exact.loc[pool["task_id"], "policy_exact_pass_rate"].to_numpy()
+    expected = [
+        {
+            "digits": digits,
+            "tasks": len(group),
+            "selected": group["selected"].sum(),
+            "posterior_mean": pytest.approx(group["mean"].mean()),
+            "exact_pass_rate": pytest.approx(group["exact"].mean()),
+        }
+        for digits, group in pool.groupby("digits")
+    ]
+    assert result["posterior"] == expected and len(expected) >= 2
+    assert sum(row["selected"] for row in result["posterior"]) == prof.steps * prof.prompts
+    json.dumps(result)  # what main() writes to quickstart.json
+
+
+@pytest.mark.slow
+def test_both_arms_on_the_shipped_build_pass_verls_and_bots_config_checks(tmp_path, monkeypatch):
+    """The quickstart's own training commands, on the shipped testbed build, as ``bots_verl.main`` dry runs (every
+    config check, no Ray): the arguments the real quickstart trains with (``make quickstart``)."""
+    import subprocess
+    import sys
+
+    from bots_verl.toy.prepare import prepare
+    from bots_verl.verl_cpu import smoke
+
+    out = tmp_path / "qs"
+    manifest = prepare(out / "data", seed=0, profile="full", jobs=1)
+
+    def dry_run(overrides, cwd, log, timeout):
+        argv = [sys.executable, "-m", "bots_verl.main", *overrides, "bots.dry_run=true"]
+        proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+        log.write_text(proc.stdout + proc.stderr)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+    monkeypatch.setattr(smoke, "run_training", dry_run)
+    runs = quickstart.train_arms(manifest, out, steps=12, timeout=300)
+    assert sorted(runs) == ["bots", "random"]
+    for arm, run_dir in runs.items():
+        assert run_dir == out / arm
+        log = (run_dir / "train.log").read_text()
+        assert "BOTS dry run: config OK" in log, log[-2000:]
+        assert (run_dir / MARKER).is_file()
+    # the shipped build: the policy and the two reference columns BOTS reads
+    assert manifest["artifacts"]["reference_columns"] and len(manifest["artifacts"]["policy_models"]) == 1
 
 
 # ---------------------------------------------------------------------------------------------- the --out guard

@@ -1,4 +1,4 @@
-"""The run-log layout: write with RunWriter, read back with read_meta / iter_metrics."""
+"""The run-log layout: write with RunWriter, read back with read_meta / iter_metrics / metrics_by_step."""
 
 import json
 import math
@@ -10,6 +10,7 @@ from bots_verl.runlog import (
     RunWriter,
     check_accuracy,
     iter_metrics,
+    metrics_by_step,
     metrics_files,
     parse_int,
     read_meta,
@@ -36,6 +37,17 @@ def test_reads_verl_file_logger_lines(tmp_path):
     write_meta(tmp_path, run_id="v", source="verl")
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 5, "data": {"timing_s/step": 60.0}}) + "\n\n")
     assert list(iter_metrics(tmp_path)) == [(5, {"timing_s/step": 60.0})]
+
+
+def test_the_lines_of_a_step_merge_in_file_order(tmp_path):
+    # a benchmark run: verl's training line of a step, then the evaluation line of the same step
+    write_meta(tmp_path, run_id="b", source="verl")
+    lines = [(0, {"eval": 0.1}), (1, {"etr": 0.5, "eval": None}), (1, {"eval": 0.2}), (2, {"etr": 0.25})]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "data": d}) + "\n" for s, d in lines))
+    assert metrics_by_step(tmp_path) == {0: {"eval": 0.1}, 1: {"etr": 0.5, "eval": 0.2}, 2: {"etr": 0.25}}
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n')
+    with pytest.raises(ValueError, match=":1: malformed"):
+        metrics_by_step(tmp_path)
 
 
 def test_errors(tmp_path):

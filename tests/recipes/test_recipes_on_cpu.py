@@ -1,17 +1,17 @@
 """Each domain's BOTS recipe trains 2 real steps on CPU (``CPU=1``) from GURU-shaped data, with known answers.
 
-What runs for real: the recipe script and ``recipes/common.sh``, ``bots_verl.main``, verl's trainer, TransferQueue,
-the agent loop, verl's reward workers with the BOTS rewards (math-verify, code in bubblewrap or on a
-SandboxFusion-compatible server on 127.0.0.1, the logic scorers), the replay buffer, the posterior actor, FSDP2 GRPO
-updates and checkpoints. What is a test double: the model's *text*. A random tiny model scores 0 everywhere, so the
-``hf`` rollout server answers each train prompt from a known-answer script (:mod:`bots_verl.verl_cpu.known_answers`):
-per task every rollout right, alternating right and wrong, or every rollout wrong. The posterior must then hold exactly
-the scripted successes and attempts of every selected task (checked by replaying the run in the numpy core, bit for
-bit), and a wrong expectation must fail that check.
+What runs for real: the recipe script and ``recipes/common.sh``, ``bots_verl.main``, verl's trainer, TransferQueue, the
+agent loop, verl's reward workers with the BOTS rewards (math-verify, code in bubblewrap, the logic scorers), the replay
+buffer, the posterior actor, FSDP2 GRPO updates and checkpoints. (Code on a SandboxFusion server instead, through verl's
+reward manager: ``tests/rewards/test_verl_caller.py``.) What is a test double: the model's *text*. A random tiny model
+scores 0 everywhere, so the ``hf`` rollout server answers each train prompt from a known-answer script
+(:mod:`bots_verl.verl_cpu.known_answers`): per task every rollout right, alternating right and wrong, or every rollout
+wrong. The posterior must then hold exactly the scripted successes and attempts of every selected task (checked by
+replaying the run in the numpy core, bit for bit), and a wrong expectation must fail that check.
 
 Every run attaches to the session's Ray cluster (``ray_attach``: one cluster start saved per run). An attached run's
-workers inherit the cluster's environment, not this process's: the runs whose reward workers need a variable of their
-own (the SandboxFusion proxy bypass, a missing bubblewrap) pass it through the job's runtime environment
+workers inherit the cluster's environment, not this process's: a run whose reward workers need a variable of their
+own (a missing bubblewrap) passes it through the job's runtime environment
 (``+ray_kwargs.ray_init.runtime_env.env_vars.*``, which the CPU backend merges with its own), as a user's run on a
 shared cluster would.
 """
@@ -31,9 +31,6 @@ from bots_verl.data.guru import prepare
 from bots_verl.data.guru_fixture import build_guru_dir, code_solution
 from bots_verl.runlog import iter_metrics
 from bots_verl.verl_cpu.known_answers import build_known_answers, check_posterior, check_script
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "rewards"))
-from sandbox_fusion_server import fake_sandbox_fusion  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 N = 4  # the CPU mode's rollouts per task (CPU_ROLLOUT_N)
@@ -125,26 +122,6 @@ def test_the_bots_recipe_trains_on_cpu_and_the_posterior_gets_the_known_answers(
 def _worker_env(**env: str) -> list[str]:
     """Overrides that set ``env`` in every Ray worker of the run (its job's runtime environment)."""
     return [f"+ray_kwargs.ray_init.runtime_env.env_vars.{key}={value}" for key, value in env.items()]
-
-
-def test_code_scored_on_a_sandbox_fusion_server_inside_verls_reward_workers(
-    data_dir, scripts, tmp_path, monkeypatch, ray_attach
-):
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    monkeypatch.setenv("no_proxy", "127.0.0.1")
-    with fake_sandbox_fusion() as server:
-        _checked_run(
-            "code",
-            data_dir,
-            scripts["code"],
-            tmp_path / "runs",
-            f"+reward.custom_reward_function.reward_kwargs.sandbox_fusion_url={server.url}",
-            *_worker_env(NO_PROXY="127.0.0.1", no_proxy="127.0.0.1"),
-            **ray_attach(),
-        )
-        # the programs reached the server from verl's reward workers (one request per test run)
-        assert len(server.requests) >= STEPS * 4 * N
-        assert any("sum(" in r["code"] for r in server.requests)
 
 
 def test_a_reward_worker_without_bubblewrap_stops_the_run_and_names_the_package(

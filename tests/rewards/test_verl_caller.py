@@ -111,3 +111,43 @@ def test_hostile_answers_in_verls_reward_loop(byte_tokenizer, sandbox: str) -> N
     assert [r["reward_extra_info"]["acc"] for r in results] == [False, True, False, False, True, False, False]
     assert elapsed < 90  # hang guard: each answer has 2 s (plus math-worker and sandbox start-up)
     assert max(gaps) < 5  # the event loop kept running while the power tower was being checked
+
+
+def test_code_is_scored_on_a_sandbox_fusion_server_from_verls_reward_loop(byte_tokenizer, monkeypatch) -> None:
+    """``+reward.custom_reward_function.reward_kwargs.sandbox_fusion_url=...`` (a code recipe's override on a cluster
+    without bubblewrap) reaches the code reward through verl's reward manager, and every program runs on that server,
+    not in bubblewrap (made absent here: a program scored in bubblewrap would fail)."""
+    from omegaconf import OmegaConf
+    from sandbox_fusion_server import fake_sandbox_fusion
+    from verl.trainer.ppo.reward import load_reward_manager
+
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")  # a proxy set in the environment must not see loopback requests
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    monkeypatch.setenv("BOTS_BWRAP", "/nonexistent/bwrap")
+    stdin = json.dumps({"inputs": ["2 3\n", "10 -4\n"], "outputs": ["5\n", "6\n"]})
+    right = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+    wrong = "```python\na, b = map(int, input().split())\nprint(a - b)\n```"
+    with fake_sandbox_fusion() as server:
+        config = OmegaConf.create(
+            {
+                "reward": {
+                    "custom_reward_function": {
+                        "path": "pkg://bots_verl.rewards",
+                        "name": "compute_score",
+                        "reward_kwargs": {"sandbox_fusion_url": server.url, "timeout_s": 60},
+                    },
+                    "reward_manager": {"source": "register", "name": "naive"},
+                }
+            }
+        )
+        manager = load_reward_manager(config, byte_tokenizer)
+        data = _batch(byte_tokenizer, [("codegen__taco", right, stdin), ("codegen__taco", wrong, stdin)])
+
+        async def score_all() -> list[dict]:
+            return await asyncio.gather(*(manager.run_single(data[i : i + 1]) for i in range(2)))
+
+        results = manager.loop.run_until_complete(score_all())
+        assert [r["reward_score"] for r in results] == [1.0, 0.0]
+        assert [r["reward_extra_info"]["acc"] for r in results] == [True, False]
+        # both programs reached the server: one request per test case of the right one, at least one of the wrong one
+        assert len(server.requests) >= 3 and all("input().split()" in r["code"] for r in server.requests)

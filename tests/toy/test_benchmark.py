@@ -21,17 +21,6 @@ from bots_verl.toy.evaluate import load_actor
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def bench(tmp_path_factory, ci_data):
-    import shutil
-
-    root = tmp_path_factory.mktemp("toybench")
-    # the session's ci build (test_prepare.py checks how it is built): the benchmark's prepare finds every stage done
-    shutil.copytree(ci_data, root / "data")
-    summary = run_benchmark(PROFILES["ci"], root, prepare_jobs=1, timeout=900)
-    return root, summary
-
-
 def test_every_run_trains_and_is_evaluated(bench) -> None:
     root, summary = bench
     prof = PROFILES["ci"]
@@ -40,9 +29,7 @@ def test_every_run_trains_and_is_evaluated(bench) -> None:
         run_dir = root / "runs" / f"{record['selector']}_s0"
         meta = runlog.read_meta(run_dir / "run")
         assert meta["domain"] == "toy" and meta["method"] == record["selector"]
-        metrics: dict[int, dict] = {}
-        for step, data in runlog.iter_metrics(run_dir / "run"):  # training and evaluation lines of a step merge
-            metrics.setdefault(step, {}).update(data)
+        metrics = runlog.metrics_by_step(run_dir / "run")  # training and evaluation lines of a step merge
         # the posterior saw every rollout verl generated: prompts x n per step
         rollouts = [metrics[s]["bots/rollouts"] for s in range(1, prof.steps + 1)]
         assert rollouts == [prof.prompts * prof.n] * prof.steps

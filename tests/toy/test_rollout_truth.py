@@ -79,9 +79,7 @@ def test_exact_pass_rates_are_the_likelihood_evaluation(data: Path) -> None:
 def test_every_selection_sees_the_weights_that_generate_its_rollouts(data: Path, run: Path) -> None:
     """At step t the selector's truth is the pass rates of the weights after step t - 1 (the server's weight version
     t - 1), to float rounding; it differs from both neighbours' by far more."""
-    metrics: dict[int, dict] = {}
-    for step, line in runlog.iter_metrics(run / "run"):
-        metrics.setdefault(step, {}).update(line)
+    metrics = runlog.metrics_by_step(run / "run")
     problems = pool_problems(data / "train.parquet")
     truth_of = {s: exact_pass_rates(_weights(data, run, s), problems) for s in range(PROFILE.steps + 1)}
     for step in range(1, PROFILE.steps + 1):
