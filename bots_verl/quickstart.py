@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bots_verl.runlog import ETR_METRIC
+from bots_verl.runlog import ETR_METRIC, metrics_by_step
 
 logger = logging.getLogger(__name__)
 
@@ -95,8 +95,6 @@ def summarise(runs: dict[str, Path], data_dir: Path) -> dict[str, Any]:
         ``steps`` (BOTS's last checkpointed step), ``mixed`` (per arm, the mixed-group share of each trained step),
         ``posterior`` (:func:`posterior_by_size` of BOTS's last checkpoint) and ``runs`` (the run logs).
     """
-    from bots_verl.runlog import metrics_by_step
-
     # trained steps only: a benchmark's run log also holds the evaluation of step 0
     mixed = {
         arm: {step: line.get(ETR_METRIC) for step, line in sorted(metrics_by_step(run_dir / "run").items()) if step}

@@ -117,8 +117,9 @@ def test_posterior_sees_every_rollout_and_no_padding_across_the_kill_and_the_res
     killed = read_metrics(work / "runs" / "k")
     # K logs step 1 and perhaps step 2 (the kill may come between step 2's checkpoint and its metrics line), never 3
     assert 1 in killed and not {3, 4} & set(killed)
-    assert sorted(read_metrics(work / "runs" / "r")) == [3, 4]  # from the step-2 checkpoint's posterior, not the prior
-    metrics = {**killed, **read_metrics(work / "runs" / "r")}
+    resumed_metrics = read_metrics(work / "runs" / "r")
+    assert sorted(resumed_metrics) == [3, 4]  # from the step-2 checkpoint's posterior, not the prior
+    metrics = {**killed, **resumed_metrics}
     for step, m in metrics.items():
         # verl padded the step (8 synthetic rows copying the first sample's task id), and none reached the posterior
         assert m["bots/padding_rows"] == PADDING
