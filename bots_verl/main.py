@@ -39,6 +39,7 @@ from bots_verl.core import SELECTORS
 from bots_verl.core.defaults import ROLLOUTS_PER_TASK
 from bots_verl.integration.evidence.task_index import GURU_DOMAINS, check_parquet_columns, check_parquet_domain
 from bots_verl.integration.safety.fingerprint import run_fingerprint
+from bots_verl.integration.safety.refill_cap import read_refill_cap, refill_sources
 from bots_verl.integration.safety.resume import check_resume, resume_folder
 from bots_verl.integration.safety.run_lock import check_run_folders_free, hold_run_folders
 from bots_verl.integration.safety.training_record import experiment_settings, record_experiment
@@ -56,6 +57,11 @@ def _warn_dapo(config: DictConfig) -> None:
         logger.warning(
             "algorithm.filter_groups.enable=true with BOTS: groups evicted by DAPO are still fed to the posterior "
             "(BOTSReplayBuffer), but verl then draws prompts one at a time; see bots_verl/integration/README.md"
+        )
+    if refill_sources(config):
+        cap = read_refill_cap(config)
+        (logger.info if cap.max_prompts is not None else logger.warning)(
+            "refills (%s): %s", ", ".join(refill_sources(config)), cap.describe()
         )
 
 
@@ -112,6 +118,7 @@ def check_config(config: DictConfig) -> BOTSConfig:
     auto_set_device(config)
     bots = check_bots_config(config, read_bots_config(config))
     check_verl_compat(config)
+    read_refill_cap(config)  # the generation-batch cap BOTSTrainer enforces: an integer or refused here
     check_trainer_schedule(config)
     check_checkpoint_engine(config)
     check_data_subset(config)
@@ -229,6 +236,9 @@ def _summary(config: DictConfig, bots: BOTSConfig) -> str:
         f"nnodes={config.trainer.nnodes}",
         f"  trainer.v1.trainer_mode={config.trainer.v1.trainer_mode}",
     ]
+    if refill_sources(config):
+        # what a pool whose groups keep being discarded does to a step (bots_verl/integration/safety/refill_cap.py)
+        lines.append(f"  refills ({', '.join(refill_sources(config))}): {read_refill_cap(config).describe()}")
     if config.trainer.v1.trainer_mode != "sync":
         # async: evidence weighed by its age, in-flight tasks sit out (bots_verl/integration/hooks/async_trainer.py)
         sampler = config.trainer.v1.sampler

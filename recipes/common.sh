@@ -149,7 +149,9 @@ bots_method_args() {
         bots_ds)
             # issue 48: paper BOTS plus verl's DAPO dynamic sampling on acc (arXiv 2503.14476): all-0 / all-1 groups are
             # discarded and the step refilled, each refill selected from the posterior as updated by the discarded
-            # groups (they are evidence too); at most 10 generation batches per step, as verl's DAPO recipe
+            # groups (they are evidence too). max_num_gen_batches=10, as verl's DAPO recipe: a step that would dispatch
+            # more than 10 x train_batch_size prompts stops the run, before its update and checkpoint (verl 0.9.1's V1
+            # buffer ignores the key; BOTS enforces it: bots_verl/integration/safety/refill_cap.py)
             METHOD_ARGS=(bots.selector=bots "+bots.hparams.lam=$LAMBDA" "+bots.hparams.rho=$RHO"
                 "+bots.hparams.target=$TARGET" "+bots.hparams.selection=$SELECTION" +bots.hparams.evidence=interpolation
                 algorithm.filter_groups.enable=true algorithm.filter_groups.metric=acc

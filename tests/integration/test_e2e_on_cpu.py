@@ -16,13 +16,19 @@ and attach to the session's Ray cluster (``ray_attach``) to keep CI time modest:
   bit for bit (selections, posterior, weights): the resume-identity check, on the path with padding, a reference
   model and refills. (An uninterrupted twin of K, compared with R, was dropped to save a run: D and DR compare the
   same resume with DAPO on top.)
+- **DX**: D's step-1 checkpoint resumed with DAPO capped at 2 generation batches per step
+  (``algorithm.filter_groups.max_num_gen_batches=2``) on the same pool with answers no response can hold, so every
+  group comes back all-0: step 2 must stop the run with the cap's error (verl 0.9.1 alone refills it for ever), and
+  leave step 1's checkpoint and posterior as they were.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from integration_helpers import ROOT, read_metrics, run_main, run_python, tail
 
@@ -199,3 +205,53 @@ def test_dapo_resume_gives_identical_selections_posterior_and_weights(dapo_run, 
     assert sorted(read_metrics(dapo_resumed / "run")) == [2]
     result = compare_checkpoints(dapo_run / "ckpt", dapo_resumed / "ckpt", 2)
     assert result["selections"] == [] and result["posterior"] == [] and result["weights"] == [], result
+
+
+#: DX's bound: a resume and one refused step take about a minute on 2 cores; before the cap, step 2 never ended
+REFUSED_RUN_TIMEOUT_S = 420
+
+
+@pytest.fixture(scope="module")
+def dapo_refused(dapo_run, toy, tmp_path_factory, ray_attach) -> dict:
+    """Run DX: D's step-1 checkpoint resumed, capped at 2 generation batches, on a pool no response can solve."""
+    work = tmp_path_factory.mktemp("run_dx")
+    shutil.copytree(dapo_run / "ckpt" / "global_step_1", work / "ckpt" / "global_step_1")
+    (work / "ckpt" / "latest_checkpointed_iteration.txt").write_text("1")
+    # the same tasks and prompts (the checkpoint's pool), answers that are no token of the toy vocabulary: all-0 groups
+    frame = pd.read_parquet(toy["train"])
+    frame["reward_model"] = [{**rm, "ground_truth": "never"} for rm in frame["reward_model"]]
+    unsolvable = work / "unsolvable.parquet"
+    frame.to_parquet(unsolvable)
+    proc = run_main(
+        _overrides(
+            {**toy, "train": str(unsolvable)},
+            *DAPO,
+            "algorithm.filter_groups.max_num_gen_batches=2",
+            "trainer.total_training_steps=2",
+            "trainer.save_freq=1",
+            f"trainer.default_local_dir={work / 'ckpt'}",
+            f"bots.run_log.dir={work / 'run'}",
+        ),
+        cwd=work,
+        timeout=REFUSED_RUN_TIMEOUT_S,
+        attach=ray_attach(),
+    )
+    return {"work": work, "proc": proc}
+
+
+def test_a_step_past_the_generation_batch_cap_stops_the_run_and_keeps_the_last_checkpoint(dapo_run, dapo_refused):
+    proc, work = dapo_refused["proc"], dapo_refused["work"]
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, tail(proc)
+    assert "TooManyGenBatchesError" in out and "algorithm.filter_groups.max_num_gen_batches=2" in out, tail(proc)
+    # verl asked for more after batch 1 (all 6 groups evicted) and was refused once 2 x 6 prompts would be passed
+    dispatched = int(re.search(r"step 2 dispatched (\d+) prompts", out).group(1))
+    assert PROMPTS < dispatched <= 2 * PROMPTS, tail(proc)
+    # nothing of step 2 was saved or logged: the posterior and the checkpoint are step 1's, as D wrote them
+    ckpt = work / "ckpt"
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "1"
+    assert not (ckpt / "global_step_2").exists()
+    assert (ckpt / "global_step_1" / "data.pt").read_bytes() == (
+        dapo_run / "ckpt" / "global_step_1" / "data.pt"
+    ).read_bytes()
+    assert 2 not in read_metrics(work / "run")

@@ -14,7 +14,10 @@ they rely on are pinned in :mod:`bots_verl.integration.safety.verl_pins`):
    :class:`~bots_verl.integration.hooks.replay_buffer.BOTSReplayBuffer` (dispatch-order tie-breaks; with the
    deterministic ``hf`` rollout, rows in :mod:`~bots_verl.integration.hooks.canonical_order`; with DAPO, the evicted
    groups reported to :meth:`BOTSTrainer._bots_observe_evicted`).
-4. ``_fetch_one_gen_batch`` records the order in which prompts were dispatched.
+4. ``_fetch_one_gen_batch`` records the order in which prompts were dispatched and counts the step's prompts;
+   ``_add_prompts_to_generate`` (verl's ``refill_fn``) refuses a refill past the step's generation-batch cap,
+   ``algorithm.filter_groups.max_num_gen_batches`` (:mod:`~bots_verl.integration.safety.refill_cap`), which verl
+   0.9.1's V1 replay buffer ignores: it would refill a step for ever.
 5. ``init`` (before any worker starts) runs the resume checks
    (:func:`~bots_verl.integration.safety.resume.check_resume`: a missing ``data.pt``, or one with no BOTS sampler
    state, is refused) and ``_init_dataloader`` compares the checkpoint's fingerprint with the pool and reference
@@ -60,6 +63,7 @@ from bots_verl.integration.hooks.canonical_order import wants_canonical_order
 from bots_verl.integration.hooks.replay_buffer import adopt_replay_buffer
 from bots_verl.integration.hooks.step_metrics import bots_metrics
 from bots_verl.integration.safety.fingerprint import dataset_prompts_digest, run_fingerprint
+from bots_verl.integration.safety.refill_cap import read_refill_cap
 from bots_verl.integration.safety.resume import ResumePoint, check_resume, missing_data_pt_message
 from bots_verl.integration.transport.placement import posterior_placement
 from bots_verl.integration.transport.sampler import BOTSSampler
@@ -88,6 +92,9 @@ class BOTSTrainer(PPOTrainerSync):
         check_verl_compat(config)
         check_data_subset(config)
         self._bots_dapo = dapo_enabled(config)
+        self._bots_refill_cap = read_refill_cap(config)
+        # prompts dispatched in the current step (None between steps: the async warm-up is no step's refill)
+        self._bots_step_prompts: int | None = None
         self._bots_rule = SuccessRule(self.bots.success.rule, self.bots.success.threshold)
         # evidence gathered during the current step (DAPO evictions); flushed with the step's batch
         self._bots_evicted: list[Outcome] = []
@@ -189,7 +196,19 @@ class BOTSTrainer(PPOTrainerSync):
         batch = super()._fetch_one_gen_batch()
         for uid in list(batch["uid"]):
             self._bots_dispatch_order[str(uid)] = next(self._bots_dispatch_counter)
+        if self._bots_step_prompts is not None:
+            self._bots_step_prompts += len(batch["uid"])
         return batch
+
+    def _add_prompts_to_generate(self, num_prompts: int) -> int:
+        """verl's ``refill_fn``: refused (``TooManyGenBatchesError``) past the step's generation-batch cap.
+
+        Raised inside verl's ``ReplayBuffer.sample``, the error ends ``fit()`` before the step's posterior update and
+        checkpoint (:mod:`~bots_verl.integration.safety.refill_cap`).
+        """
+        if self._bots_step_prompts is not None:
+            self._bots_refill_cap.check(self.global_steps, self._bots_step_prompts, num_prompts)
+        return super()._add_prompts_to_generate(num_prompts)
 
     def init(self) -> None:
         """verl's ``init``, after refusing at once a resume whose ``data.pt`` is missing or holds no BOTS state.
@@ -272,7 +291,11 @@ class BOTSTrainer(PPOTrainerSync):
         self._bots_dispatch_order.clear()
         self._bots_dispatch_counter = itertools.count()
         self.bots_sampler.begin_step(self.global_steps)
-        batch = super().step(metrics, timing_raw)
+        self._bots_step_prompts = 0
+        try:
+            batch = super().step(metrics, timing_raw)
+        finally:
+            self._bots_step_prompts = None
         metrics.update(self.update_from_trained_batch(batch))
         return batch
 

@@ -95,6 +95,18 @@ PINS: dict[str, tuple[str, str]] = {
         "d62e586d520574133029d1362d2355d811d516987578a3b0e1076b8728a81232",
         "BOTSTrainer records the dispatch order of the uids assigned here",
     ),
+    "verl.trainer.ppo.v1.trainer_base:PPOTrainer._add_prompts_to_generate": (
+        "93543f843e1a1966a03dec292ed140f7fa57b7bee007d738160a965ffad02f75",
+        "verl's refill_fn (sync and async buffers): BOTSTrainer checks the step's generation-batch cap before it",
+    ),
+    "verl.trainer.ppo.v1.trainer_base:PPOTrainer._resolve_filter_groups_metric": (
+        "865586d748fd66fbc34565b75161c2aa154f880a0c65d72f7a2465ce05dbbc4b",
+        "ignores algorithm.filter_groups.max_num_gen_batches (a warning only), so safety/refill_cap.py enforces it",
+    ),
+    "verl.trainer.ppo.v1.replay_buffer:ReplayBufferAsync.wait_for_sampleable": (
+        "5590a1b06f671763968213e1353f5bd93a64a342b620762f9ec9b2ecc8e5db56",
+        "the async buffer refills evicted groups through refill_fn, where the generation-batch cap is checked",
+    ),
     "verl.trainer.ppo.v1.trainer_base:PPOTrainer._load_checkpoint": (
         "bb446d77c48ac6cc633e86c83b7195b78d899ece10d1b5e7150908acddb17265",
         "BOTSTrainer.init resolves the same resume folder; _load_checkpoint detects a missing data.pt through "
