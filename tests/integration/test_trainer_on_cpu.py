@@ -24,6 +24,7 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
 from bots_verl.integration.hooks.canonical_order import canonical_order
 from bots_verl.integration.hooks.trainer import BOTSTrainer
+from bots_verl.integration.safety.refill_cap import TooManyGenBatchesError
 
 N_ROLLOUTS = 4
 
@@ -163,6 +164,30 @@ def test_dapo_refills_are_selected_after_the_last_update_and_never_repeat_a_task
         assert served <= fresh, f"step {step + 1} served stale selections {sorted(served - fresh)}"
         assert metrics["bots/dispatched"] == 13 and metrics["bots/stale_dispatches"] == 0
         assert metrics["bots/repeat_dispatches"] == 0 and metrics["bots/rollouts"] == 13 * N_ROLLOUTS
+
+
+def test_a_refill_past_the_generation_batch_cap_stops_the_step_before_the_posterior_update(ray_tq, config):
+    """``algorithm.filter_groups.max_num_gen_batches`` (ignored by verl 0.9.1's V1 buffer): at most 2 x 4 prompts a
+    step; the refill asking for a 9th raises in verl's refill path and the posterior stays step 1's."""
+    import ray
+
+    config.algorithm.filter_groups.enable = True
+    config.algorithm.filter_groups.metric = "acc"
+    config.algorithm.filter_groups.max_num_gen_batches = 2
+    plan = [3, 1]  # the batch (4) and refills of 3 and 1: exactly 2 generation batches
+    trainer, rollout = _trainer(config, refills=plan)
+    ((task_ids, metrics),) = _steps(trainer, rollout, 1)
+    assert len(task_ids) == 8 and metrics["bots/dispatched"] == 8
+    posterior = ray.get(trainer.bots_sampler.client.actor.posterior.remote())
+    plan.append(1)
+    with pytest.raises(TooManyGenBatchesError, match=r"max_num_gen_batches=2: step 2 dispatched 8 prompts"):
+        trainer.step({}, {})
+    # nothing of step 2 reached the posterior or the sampler's log; the trainer is out of the step
+    after = ray.get(trainer.bots_sampler.client.actor.posterior.remote())
+    assert all(np.array_equal(a, b) for a, b in zip(posterior, after, strict=True))
+    assert trainer.bots_sampler.updates == 1 and [s for s, _ in trainer.bots_sampler.dispatch_log()] == [1]
+    assert trainer._bots_step_prompts is None
+    tq.kv_clear(keys=rollout.keys, partition_id="train")
 
 
 class _OnlyTheseGroups:
