@@ -66,7 +66,8 @@ def _warn_dapo(config: DictConfig) -> None:
 
 
 def _driver_fingerprint(bots: BOTSConfig) -> dict:
-    """The parts of the run's fingerprint known without the dataset: selector, hyperparameters, reference names.
+    """The parts of the run's fingerprint known without the dataset: selector, hyperparameters, success rule,
+    reference names.
 
     ``BOTSTrainer`` compares the whole fingerprint (the pool and the reference values too) once verl built the train
     dataset.
@@ -78,6 +79,8 @@ def _driver_fingerprint(bots: BOTSConfig) -> dict:
         reference=None,
         selector=bots.selector,
         hparams=effective_hparams(bots.selector, bots.hparams),
+        success_rule=bots.success.rule,
+        success_threshold=bots.success.threshold,
     )
 
 
@@ -107,9 +110,9 @@ def check_config(config: DictConfig) -> BOTSConfig:
     Raises:
         ValueError: for malformed config (the message names the key), a fresh run in a ``bots.run_log.dir`` that
             holds an earlier run's metrics, or a resume whose ``data.pt`` holds no BOTS posterior or one built for
-            another selector, hyperparameters or reference columns, or whose run folder recorded other training
-            settings (:mod:`bots_verl.integration.safety.training_record`; ``bots.resume.accept_changed`` aside), or a
-            missing or malformed known-answers file (``actor_rollout_ref.rollout.custom.known_answers``).
+            another selector, hyperparameters, success rule or reference columns, or whose run folder recorded other
+            training settings (:mod:`bots_verl.integration.safety.training_record`; ``bots.resume.accept_changed``
+            aside), or a missing or malformed known-answers file (``actor_rollout_ref.rollout.custom.known_answers``).
     """
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config

@@ -69,8 +69,9 @@ ACCEPTABLE: dict[str, str] = {
     "hparams": "other selector hyperparameters (they apply from the resumed step on)",
     "task_embeddings": "another bots.task_embeddings file (another similarity graph from the resumed step on)",
     "missing_fingerprint": "a checkpoint written before fingerprints, whose meaning cannot be checked",
+    "success": "another bots.success rule or threshold (rollouts count as successes by it from the resumed step on)",
     # verl's settings, recorded in the run folder (bots_verl.integration.safety.training_record); training.<key>: one
-    "training": "other training settings (batch, rollout.n, optimizer, lengths, model, data, algorithm), or "
+    "training": "other training settings (data, model, actor, rollout sampling, reward, algorithm), or "
     "training.<verl key> for one of them (they apply from the resumed step on)",
 }
 

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "LEGACY_REWARD_SECTIONS",
     "TRAINER_MODES",
     "check_checkpoint_engine",
     "check_data_subset",
@@ -25,10 +26,38 @@ __all__ = [
     "train_files",
 ]
 
+#: verl's top-level reward sections before ``reward:`` -> where verl 0.9.1's trainer reads them. Only verl's
+#: fully-async entry point migrates them (``migrate_legacy_reward_impl``); the V1 trainer BOTS runs in never reads them.
+LEGACY_REWARD_SECTIONS = {
+    "custom_reward_function": "reward.custom_reward_function",
+    "sandbox_fusion": "reward.sandbox_fusion",
+    "reward_model": "reward (reward.reward_manager, reward.reward_model, reward.num_workers)",
+}
+
 # verl 0.9.1's V1 trainer modes BOTS runs in: the sync trainer (BOTSTrainer) and the two asynchronous ones, whose
 # evidence is weighed by its age and whose in-flight tasks sit out selection
 # (bots_verl.integration.hooks.async_trainer).
 TRAINER_MODES = ("sync", "colocate_async", "separate_async")
+
+
+def _check_legacy_reward(config: DictConfig) -> None:
+    """Refuse a set top-level reward section of older verl: the trainer would silently score with the default."""
+    set_keys = []
+    for section, replacement in LEGACY_REWARD_SECTIONS.items():
+        node = config.get(section, None)
+        leaves = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else {}
+        stack = [(section, leaves)]
+        while stack:
+            prefix, value = stack.pop()
+            if isinstance(value, dict):
+                stack += [(f"{prefix}.{key}", item) for key, item in value.items() if not str(key).startswith("_")]
+            elif value is not None:
+                set_keys.append(f"{prefix}={value!r} (set it under {replacement})")
+    if set_keys:
+        raise ValueError(
+            f"{', '.join(sorted(set_keys))}: verl 0.9.1's trainer reads the reward settings under reward.* only, "
+            "so these top-level keys of older verl would be ignored and the run scored by verl's default reward"
+        )
 
 
 def check_verl_compat(config: DictConfig) -> None:
@@ -36,8 +65,10 @@ def check_verl_compat(config: DictConfig) -> None:
 
     Raises:
         ValueError: if ``data.dataloader_num_workers`` is not 0, the V1 trainer is off, the mode is not one of
-            :data:`TRAINER_MODES`, or verl's rollout skip for the V1 trainer (``skip.rollout_tq``) is on.
+            :data:`TRAINER_MODES`, verl's rollout skip for the V1 trainer (``skip.rollout_tq``) is on, or a top-level
+            reward section of older verl (:data:`LEGACY_REWARD_SECTIONS`) is set.
     """
+    _check_legacy_reward(config)
     workers = config.data.get("dataloader_num_workers", None)
     if workers != 0:
         raise ValueError(

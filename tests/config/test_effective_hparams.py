@@ -51,7 +51,14 @@ def test_the_recorded_hyperparameters_are_unchanged(selector: str) -> None:
     assert got == PINNED[selector]
     assert list(got) == list(PINNED[selector])  # the same order too, so a written fingerprint reads the same
     fingerprint = run_fingerprint(
-        task_ids=None, prompts_sha256=None, reference_columns=[], reference=None, selector=selector, hparams=got
+        task_ids=None,
+        prompts_sha256=None,
+        reference_columns=[],
+        reference=None,
+        selector=selector,
+        hparams=got,
+        success_rule="auto",
+        success_threshold=0.0,
     )
     assert fingerprint["selector"] == {"name": selector, "hparams": PINNED[selector]}
 

@@ -114,6 +114,8 @@ def test_the_fingerprint_changes_with_the_embeddings():
             reference=None,
             selector="bots_noref",
             hparams={"lam": 0.1},
+            success_rule="auto",
+            success_threshold=0.0,
             task_embeddings_sha256=digest,
         )
 

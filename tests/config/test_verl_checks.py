@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hydra import compose, initialize_config_module
 
-from bots_verl.config.verl_checks import check_trainer_schedule
+from bots_verl.config.verl_checks import check_trainer_schedule, check_verl_compat
 
 
 def _config(*overrides: str):
@@ -91,3 +91,37 @@ def test_the_driver_and_the_engine_refuse_with_one_check():
     check_checkpoint_engine(_config())  # another backend: only the bucket size is read
     with pytest.raises(ValueError, match="update_weights_bucket_megabytes=1.5"):
         check_checkpoint_engine(_config(f"{_ENGINE}.update_weights_bucket_megabytes=1.5"))
+
+
+@pytest.mark.parametrize(
+    "override, named, instead",
+    [
+        (
+            "custom_reward_function.path=my_reward.py",
+            "custom_reward_function.path='my_reward.py' (set it under reward.custom_reward_function)",
+            "reward.custom_reward_function.path=my_reward.py",
+        ),
+        (
+            "custom_reward_function.name=score",
+            "custom_reward_function.name='score' (set it under reward.custom_reward_function)",
+            "reward.custom_reward_function.name=score",
+        ),
+        (
+            "reward_model.reward_manager=dapo",
+            "reward_model.reward_manager='dapo' (set it under reward (reward.reward_manager, ",
+            "reward.reward_manager.name=dapo",
+        ),
+        (
+            "sandbox_fusion.url=http://127.0.0.1:8080",
+            "sandbox_fusion.url='http://127.0.0.1:8080' (set it under reward.sandbox_fusion)",
+            "reward.sandbox_fusion.url=http://127.0.0.1:8080",
+        ),
+    ],
+)
+def test_a_top_level_reward_section_of_older_verl_is_refused_naming_where_it_goes(override, named, instead):
+    """verl 0.9.1's trainer reads ``reward.*`` only (the top-level sections are migrated by its fully-async entry point
+    alone): set, they were ignored and the run scored by verl's default reward without a word (issue 59)."""
+    with pytest.raises(ValueError) as refused:
+        check_verl_compat(_config(override))
+    assert named in str(refused.value) and "would be ignored" in str(refused.value)
+    check_verl_compat(_config(instead))

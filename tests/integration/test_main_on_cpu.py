@@ -136,8 +136,8 @@ def test_verl_drift_is_refused_at_run_start_naming_the_version_and_the_changed_p
 def test_dry_run_refuses_a_resume_whose_posterior_was_built_for_other_hparams_or_references(
     pool, tokenizer_dir, tmp_path, capsys
 ):
-    """The driver compares what it knows without the dataset (selector, hyperparameters, reference column names)
-    with the checkpoint's fingerprint, so the dry run already says what the trainer would refuse."""
+    """The driver compares what it knows without the dataset (selector, hyperparameters, success rule, reference column
+    names) with the checkpoint's fingerprint, so the dry run already says what the trainer would refuse."""
     from bots_verl.config.bots_config import effective_hparams
     from bots_verl.integration.safety.fingerprint import run_fingerprint
 
@@ -150,6 +150,8 @@ def test_dry_run_refuses_a_resume_whose_posterior_was_built_for_other_hparams_or
         reference=None,
         selector="bots",
         hparams=effective_hparams("bots", {}),
+        success_rule="auto",
+        success_threshold=0.0,
     )
     save_bots_data_pt(ckpt / "global_step_2", 12, fingerprint)
     (ckpt / "latest_checkpointed_iteration.txt").write_text("2")
@@ -168,6 +170,14 @@ def test_dry_run_refuses_a_resume_whose_posterior_was_built_for_other_hparams_or
     dry_run("+bots.hparams.lam=0.3", "bots.resume.accept_changed=[hparams]")
     with pytest.raises(ValueError, match=r"reference_columns: names .*accept_changed=\[reference_columns\]"):
         dry_run("bots.reference_columns=[strong_pass_rate,weak_pass_rate]")
+    # issue 59: the success rule turns a reward into the posterior's success; it resumed without a word
+    with pytest.raises(ValueError) as refused:
+        dry_run("bots.success.rule=acc")
+    assert (
+        "success: rule 'auto' threshold 0.0 -> rule 'acc' threshold 0.0 (accept with bots.resume.accept_changed="
+        "[success])" in str(refused.value)
+    )
+    dry_run("bots.success.rule=acc", "bots.resume.accept_changed=[success]")
     with pytest.raises(ValueError, match="bots.resume.accept_changed must be a list of: pool"):
         dry_run("bots.resume.accept_changed=[everything]")
     save_bots_data_pt(ckpt / "global_step_2", 12, None)  # a checkpoint written before fingerprints

@@ -124,7 +124,15 @@ COLUMNS = ("weak_pass_rate", "strong_pass_rate")
 
 
 def _fingerprint(
-    *, ids=IDS, prompts="p" * 64, columns=COLUMNS, reference=REF, selector="bots", hparams=None, pool=True
+    *,
+    ids=IDS,
+    prompts="p" * 64,
+    columns=COLUMNS,
+    reference=REF,
+    selector="bots",
+    hparams=None,
+    pool=True,
+    success=("auto", 0.0),
 ) -> dict:
     """A run's fingerprint as BOTSTrainer computes it (pool=False: the driver's, without the dataset)."""
     hparams = effective_hparams(selector, hparams or {})
@@ -135,6 +143,8 @@ def _fingerprint(
         reference=reference if pool else None,
         selector=selector,
         hparams=hparams,
+        success_rule=success[0],
+        success_threshold=success[1],
     )
 
 
@@ -155,6 +165,9 @@ CHANGES = [
     ({"reference": REF * 0.9}, "reference_columns: values", "reference_columns"),
     ({"prompts": "q" * 64}, f"pool: the same {N} task ids with other prompts", "pool"),
     ({"hparams": {"lam": 0.2}}, "hparams: lam 0.1 -> 0.2", "hparams"),
+    # issue 59: the rule that turns a reward into the posterior's success resumed silently
+    ({"success": ("acc", 0.0)}, "success: rule 'auto' threshold 0.0 -> rule 'acc' threshold 0.0", "success"),
+    ({"success": ("auto", 0.5)}, "success: rule 'auto' threshold 0.0 -> rule 'auto' threshold 0.5", "success"),
 ]
 
 
@@ -209,6 +222,17 @@ def test_a_checkpoint_without_a_fingerprint_is_refused_unless_accepted(tmp_path)
     assert "fingerprint: the checkpoint has none" in message
     assert "accept with bots.resume.accept_changed=[missing_fingerprint]" in message
     _resume(folder, _fingerprint(), accept=["missing_fingerprint"])
+
+
+def test_a_checkpoint_written_before_the_success_rule_was_recorded_resumes_saying_so(tmp_path, caplog):
+    """Checkpoints of earlier runs (the toy benchmark's archives among them) have no ``success`` part: nothing to
+    compare, so the resume goes on with a warning, and the next checkpoint records it."""
+    old = _fingerprint()
+    del old["success"]
+    folder = _fingerprinted_checkpoint(tmp_path, old)
+    for current in (_fingerprint(), _fingerprint(pool=False), _fingerprint(success=("acc", 0.0))):
+        _resume(folder, current)
+    assert "does not record bots.success (written before it was)" in caplog.text
 
 
 def test_a_resumed_run_writes_its_own_fingerprint(tmp_path):
@@ -298,6 +322,8 @@ def _edited(fingerprint: dict, path: str, value: Any) -> dict:
         ("pool", [N], "'pool' is a list, not an object"),
         ("pool.size", "12", "'pool.size' is '12' (a str), not an integer"),
         ("pool.task_ids_sha256", 5, "'pool.task_ids_sha256' is 5 (a int), not a string"),
+        ("success", "acc", "'success' is a str, not an object"),
+        ("success.threshold", "0.5", "'success.threshold' is '0.5' (a str), not a number"),
     ],
 )
 def test_a_hand_edited_fingerprint_is_a_value_error_naming_the_checkpoint(tmp_path, path, value, named):

@@ -54,6 +54,8 @@ def _save_checkpoint(ckpt, step: int = 2):
         reference=None,
         selector="bots",
         hparams=effective_hparams("bots", {}),
+        success_rule="auto",
+        success_threshold=0.0,
     )
     save_bots_data_pt(ckpt / f"global_step_{step}", 12, fingerprint)
     (ckpt / "latest_checkpointed_iteration.txt").write_text(str(step))

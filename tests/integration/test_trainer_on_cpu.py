@@ -377,6 +377,8 @@ def test_a_resume_into_another_pool_or_reference_is_refused_before_workers_start
     # a changed hyperparameter: the one that lives in the posterior can never change
     resume(cfg(path, "+bots.hparams.lam=0.3"), "hparams: lam 0.1 -> 0.3 (accept with bots.resume.accept_changed")
     resume(cfg(path, "+bots.hparams.alpha0=2.0", "bots.resume.accept_changed=[hparams]"), "alpha0 1.0 -> 2.0 (no")
+    # the success rule: what the posterior's successes mean (issue 59)
+    resume(cfg(path, "bots.success.rule=acc"), "success: rule 'auto' threshold 0.0 -> rule 'acc' threshold 0.0 (accept")
     assert isinstance(pd.read_parquet(path), pd.DataFrame)  # the checkpoint's own data is untouched
 
 

@@ -190,6 +190,8 @@ class BOTSTrainer(PPOTrainerSync):
             task_embeddings_sha256=None if embeddings is None else embeddings.sha256,
             selector=self.bots.selector,
             hparams=effective_hparams(self.bots.selector, self.bots.hparams),
+            success_rule=self.bots.success.rule,
+            success_threshold=self.bots.success.threshold,
         )
 
     def _fetch_one_gen_batch(self):

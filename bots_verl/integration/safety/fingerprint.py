@@ -9,6 +9,10 @@ silently. :func:`run_fingerprint` records:
   dataset's ``data.prompt_key`` column, row by row);
 - ``reference_columns``: their names (weak -> strong) and a sha256 of the ``(N, K)`` values aligned to positions;
 - ``selector``: the selector name and every hyperparameter it runs with (defaults included);
+- ``success``: ``bots.success`` (rule and threshold), which turns a rollout's reward into the success the posterior
+  counts: verl's training never reads it (the gradient uses the reward), so it is part of what the posterior means,
+  not of the training settings (:mod:`~bots_verl.integration.safety.training_record`). A checkpoint written before
+  this part existed is resumed with a warning (nothing to compare);
 - ``task_embeddings`` (only with ``bots.task_embeddings``): a sha256 of the ``(N, d)`` embeddings aligned to positions,
   so a resume with another embedding file (another similarity graph) is refused unless accepted.
 
@@ -131,6 +135,8 @@ def run_fingerprint(
     reference: np.ndarray | None,
     selector: str,
     hparams: Mapping[str, Any],
+    success_rule: str,
+    success_threshold: float,
     task_embeddings_sha256: str | None = None,
 ) -> dict[str, Any]:
     """The fingerprint of a run: plain Python (torch-saveable under ``weights_only=True``).
@@ -142,6 +148,8 @@ def run_fingerprint(
         reference: their ``(N, K)`` values aligned to positions, or ``None`` (not read, or no columns).
         selector: the selector name.
         hparams: every hyperparameter the selector runs with (:func:`bots_verl.config.bots_config.effective_hparams`).
+        success_rule: ``bots.success.rule``.
+        success_threshold: ``bots.success.threshold``.
         task_embeddings_sha256: :func:`~bots_verl.integration.evidence.embeddings.embeddings_sha256` of the task
             embeddings aligned to positions, or ``None`` (none set: the part is left out, so runs without embeddings
             keep their fingerprint).
@@ -150,6 +158,7 @@ def run_fingerprint(
         "version": FINGERPRINT_VERSION,
         "reference_columns": {"names": list(reference_columns)},
         "selector": {"name": selector, "hparams": dict(hparams)},
+        "success": {"rule": success_rule, "threshold": success_threshold},
     }
     if reference is not None:
         values = np.ascontiguousarray(reference, dtype=np.float64)
@@ -195,6 +204,7 @@ def _malformed(saved: Any) -> str | None:
         ("reference_columns", saved.get("reference_columns"), (Mapping,), True),
         ("pool", saved.get("pool"), (Mapping,), False),
         ("task_embeddings", saved.get("task_embeddings"), (Mapping,), False),
+        ("success", saved.get("success"), (Mapping,), False),
     ]
     for name, value, types, required in expected:
         if value is None and not required and name not in saved:
@@ -214,13 +224,33 @@ def _malformed(saved: Any) -> str | None:
             ("pool.task_ids_sha256", pool.get("task_ids_sha256"), (str,)),
             ("pool.prompts_sha256", pool.get("prompts_sha256") or "", (str,)),
         ]
+    if "success" in saved:
+        parts += [
+            ("success.rule", saved["success"].get("rule"), (str,)),
+            ("success.threshold", saved["success"].get("threshold"), (float, int)),
+        ]
     for name, value, types in parts:
         if not isinstance(value, types) or isinstance(value, bool):
-            wanted = {Mapping: "an object", str: "a string", int: "an integer", list: "a list"}[types[0]]
+            wanted = {Mapping: "an object", str: "a string", int: "an integer", float: "a number", list: "a list"}
+            wanted = wanted[types[0]]
             return f"'{name}' is {value!r:.60} (a {kind(value)}), not {wanted}"
     if not all(isinstance(n, str) for n in refs["names"]):
         return f"'reference_columns.names' holds something other than names: {refs['names']!r:.80}"
     return None
+
+
+def _success_changes(was: Mapping[str, Any] | None, now: Mapping[str, Any]) -> list[Change]:
+    """A changed ``bots.success`` rule or threshold; none for a checkpoint that did not record it (said)."""
+    if was is None:
+        logger.warning(
+            "the checkpoint's fingerprint does not record bots.success (written before it was): the success rule "
+            "cannot be checked on this resume; the next checkpoint records it"
+        )
+        return []
+    if was.get("rule") == now["rule"] and same_value(was.get("threshold"), now["threshold"]):
+        return []
+    what = f"rule {was.get('rule')!r} threshold {was.get('threshold')!r} -> rule {now['rule']!r} threshold "
+    return [Change("success", what + repr(now["threshold"]), "success")]
 
 
 def fingerprint_changes(saved: Mapping[str, Any] | None, current: Mapping[str, Any]) -> list[Change]:
@@ -274,6 +304,7 @@ def fingerprint_changes(saved: Mapping[str, Any] | None, current: Mapping[str, A
                 changes.append(Change("hparams", what, None, reason))
             else:
                 changes.append(Change("hparams", what, "hparams"))
+    changes += _success_changes(saved.get("success"), current["success"])
     was_refs, now_refs = saved.get("reference_columns", {}), current["reference_columns"]
     if was_refs.get("names") != now_refs["names"]:
         changes.append(

@@ -8,8 +8,8 @@ before any worker starts.
 :func:`check_resume_data_pt` refuses a checkpoint whose ``data.pt`` holds no BOTS posterior, and
 :func:`check_resume_fingerprint` one whose posterior was built for another pool, reference columns or selector
 (:mod:`bots_verl.integration.safety.fingerprint`): the driver (``bots_verl.main``, dry run included) compares what it
-knows without the dataset (selector, hyperparameters, reference column names), ``BOTSTrainer`` everything, once verl
-built the train dataset and before any worker starts.
+knows without the dataset (selector, hyperparameters, success rule, reference column names), ``BOTSTrainer``
+everything, once verl built the train dataset and before any worker starts.
 
 A run log's ``metrics.jsonl`` is moved aside as ``metrics.part<k>.jsonl`` on every start and ``analysis`` reads the
 parts in order (:mod:`bots_verl.runlog`), so a fresh run in a directory holding an earlier run's metrics would show the

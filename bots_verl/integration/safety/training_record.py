@@ -13,18 +13,29 @@ settings before Ray starts and refuses every change (``training: <key> <old> -> 
 the learning rate on purpose, say. An accepted change is appended to the record's ``history`` (and to the run log's
 ``meta.json``, ``extra.resumes``), and the record's ``settings`` then hold what the run continues with.
 
-**Files by content.** The data files, the reward function's file and the model are recorded by what they hold, not
-where they lie (:func:`content_identity`): a run folder extracted from an archive, or a benchmark copied to another
-disk, resumes; a file replaced in place is a change.
+**What is recorded** is derived from verl's composed config, not listed by hand
+(:mod:`~bots_verl.integration.safety.recorded_settings`): every setting under its sections (the data, the model, the
+actor's loss and optimizer, the rollout's sampling, the reward, the algorithm), one verl adds or a user adds with
+``+key=...`` included, except the harmless ones, each named with why it does not change what is trained
+(parallelism, placement, memory, kernels, logging). A hand list missed ``reward.custom_reward_function``,
+``reward.reward_manager``, the policy loss and ``actor.grad_clip``: another reward resumed without a word (issue 59).
+
+**Files by content.** The data files, the reward function's module and the model are recorded by what they hold, not
+where they lie (:func:`content_identity`, :func:`module_identity`): a run folder extracted from an archive, or a
+benchmark copied to another disk, resumes; a file replaced or edited in place is a change.
+
+**Older records.** A record written by an earlier bots-verl (an earlier :data:`RECORD_FILE` ``version``, with fewer
+settings) is compared on the settings it holds, with a warning; the resume then rewrites it with every setting.
 
 Left out on purpose: the schedule's length (``trainer.total_training_steps``, ``total_epochs``: extending a run is a
-resume), where things are logged or saved, and the hardware layout.
+resume), where things are logged or saved, and the hardware layout (the harmless settings).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -37,16 +48,17 @@ from omegaconf import DictConfig, OmegaConf
 
 from bots_verl.fileio import write_json_atomic
 from bots_verl.integration.safety.fingerprint import Change, same_value
+from bots_verl.integration.safety.recorded_settings import MODULE_KEYS, PATH_KEYS, RECORDED_SECTIONS, harmless
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "ACCEPT",
-    "EXPERIMENT_KEYS",
-    "content_identity",
     "RECORD_FILE",
+    "content_identity",
     "experiment_changes",
     "experiment_settings",
+    "module_identity",
     "read_record",
     "record_experiment",
 ]
@@ -55,43 +67,8 @@ __all__ = [
 RECORD_FILE = "bots_experiment.json"
 #: ``bots.resume.accept_changed`` value that accepts every training setting; ``training.<key>`` accepts one
 ACCEPT = "training"
-_FORMAT, _VERSION = "bots-verl-experiment", 1
-
-#: the verl keys that define an experiment; a section (a mapping) stands for each of its keys
-EXPERIMENT_KEYS = (
-    "data.train_files",
-    "data.val_files",
-    "data.train_batch_size",
-    "data.max_prompt_length",
-    "data.max_response_length",
-    "actor_rollout_ref.model.path",
-    "actor_rollout_ref.rollout.n",
-    "actor_rollout_ref.rollout.temperature",
-    "actor_rollout_ref.rollout.top_p",
-    "actor_rollout_ref.rollout.top_k",
-    "actor_rollout_ref.actor.optim",
-    "actor_rollout_ref.actor.ppo_mini_batch_size",
-    "actor_rollout_ref.actor.ppo_epochs",
-    "actor_rollout_ref.actor.clip_ratio",
-    "actor_rollout_ref.actor.clip_ratio_low",
-    "actor_rollout_ref.actor.clip_ratio_high",
-    "actor_rollout_ref.actor.entropy_coeff",
-    "actor_rollout_ref.actor.use_kl_loss",
-    "actor_rollout_ref.actor.kl_loss_coef",
-    "actor_rollout_ref.actor.kl_loss_type",
-    "actor_rollout_ref.actor.loss_agg_mode",
-    "algorithm",
-    "custom_reward_function",
-)
-#: the settings that name a file or a model folder: recorded by content (:func:`content_identity`)
-_PATH_KEYS = (
-    "data.train_files",
-    "data.val_files",
-    "actor_rollout_ref.model.path",
-    "custom_reward_function.path",
-)
-# written by verl itself during a run (the optimizer's schedule length), or no setting at all
-_SKIPPED = ("actor_rollout_ref.actor.optim.total_training_steps",)
+#: version 1 (before issue 59) held a hand list of settings; version 2 every setting of the recorded sections
+_FORMAT, _VERSION = "bots-verl-experiment", 2
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
@@ -99,7 +76,7 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
         for key, item in value.items():
             if not str(key).startswith("_"):  # _target_: verl's dataclass, not a setting
                 _flatten(f"{prefix}.{key}", item, out)
-    elif prefix not in _SKIPPED:
+    elif not harmless(prefix):
         out[prefix] = value
 
 
@@ -149,22 +126,62 @@ def content_identity(value: Any) -> Any:
     return value
 
 
+def _package_digest(folder: str) -> str:
+    # a package's code is every file in it (its modules, data tables), by relative name and bytes
+    digest = hashlib.sha256()
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(f for f in files if not f.endswith((".pyc", ".pyo"))):
+            path = os.path.join(root, name)
+            digest.update(f"{os.path.relpath(path, folder)}\0".encode())
+            with open(path, "rb") as handle:
+                digest.update(hashlib.sha256(handle.read()).digest())
+    return digest.hexdigest()[:16]
+
+
+def module_identity(value: Any) -> Any:
+    """What a module path verl loads code from holds (``verl.utils.import_utils.load_module``'s forms):
+    ``pkg://a.b`` of a module by its file's bytes (``sha256:<16 hex>``), of a package by every file in its folder
+    (``package:<16 hex>``); ``file://x.py`` or a path by :func:`content_identity`; a module not importable here (it
+    may exist only on the cluster) or unset, as given.
+
+    Args:
+        value: the setting's plain value.
+    """
+    if not isinstance(value, str) or not value.startswith("pkg://"):
+        return content_identity(value.removeprefix("file://") if isinstance(value, str) else value)
+    name = value.removeprefix("pkg://").replace("/", ".")
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.origin or not os.path.isfile(spec.origin):
+        return value
+    if spec.submodule_search_locations is not None:
+        return "package:" + _package_digest(os.path.dirname(spec.origin))
+    return content_identity(spec.origin)
+
+
 def experiment_settings(config: DictConfig) -> dict[str, Any]:
-    """Every setting of :data:`EXPERIMENT_KEYS` in ``config``, as ``{dotted key: plain value}`` (sections flattened;
-    files and the model by :func:`content_identity`).
+    """Every setting of the recorded sections in ``config`` but the harmless ones
+    (:mod:`~bots_verl.integration.safety.recorded_settings`), as ``{dotted key: plain value}`` (interpolations
+    resolved; files, code and the model by content).
 
     Args:
         config: the composed trainer config, as the driver checks it.
     """
     out: dict[str, Any] = {}
-    for key in EXPERIMENT_KEYS:
-        value = OmegaConf.select(config, key, default=None)
+    for section in RECORDED_SECTIONS:
+        value = OmegaConf.select(config, section, default=None)
         if OmegaConf.is_config(value):
             value = OmegaConf.to_container(value, resolve=True)
-        _flatten(key, value, out)
-    for key in _PATH_KEYS:
+        _flatten(section, value, out)
+    for key in PATH_KEYS:
         if key in out:
             out[key] = content_identity(out[key])
+    for key in MODULE_KEYS:
+        if key in out:
+            out[key] = module_identity(out[key])
     return out
 
 
@@ -183,7 +200,22 @@ def read_record(folder: str | os.PathLike) -> dict[str, Any] | None:
         raise ValueError(f"{path}: cannot read it ({exc}); restore it or start a new run") from exc
     if not (isinstance(record, dict) and record.get("format") == _FORMAT and isinstance(record.get("settings"), dict)):
         raise ValueError(f"{path}: not a {_FORMAT} record; restore it or start a new run")
+    version = record.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= _VERSION:
+        raise ValueError(
+            f"{path}: version {version!r}, this bots-verl reads versions 1 to {_VERSION}: resume with the bots-verl "
+            "that wrote it, or start a new run"
+        )
     return record
+
+
+def _changed(record: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """``{key: [recorded, current]}`` of every setting that differs; an older record's on the settings it holds."""
+    was = record["settings"]
+    keys = set(was) | set(current) if record["version"] == _VERSION else set(was) & set(current)
+    return {
+        key: [was.get(key), current.get(key)] for key in sorted(keys) if not same_value(was.get(key), current.get(key))
+    }
 
 
 def experiment_changes(record: Mapping[str, Any] | None, current: Mapping[str, Any]) -> list[Change]:
@@ -191,7 +223,8 @@ def experiment_changes(record: Mapping[str, Any] | None, current: Mapping[str, A
 
     A record-less run folder (a run started before the record existed) cannot be checked: said in a warning, and
     the resume then writes the record its later resumes are checked against. (Refusing it would stop every resume
-    of a run started by an earlier bots-verl, for a check that has nothing to compare.)
+    of a run started by an earlier bots-verl, for a check that has nothing to compare.) A record of an earlier
+    version is compared on the settings it holds, with a warning; the resume rewrites it with every setting.
     """
     if record is None:
         logger.warning(
@@ -200,13 +233,22 @@ def experiment_changes(record: Mapping[str, Any] | None, current: Mapping[str, A
             RECORD_FILE,
         )
         return []
+    if record["version"] != _VERSION:
+        unchecked = len(set(current) - set(record["settings"]))
+        logger.warning(
+            "the run folder's %s was written by an earlier bots-verl (version %d, this one writes %d): %d training "
+            "settings it did not record cannot be checked on this resume; they are recorded now",
+            RECORD_FILE,
+            record["version"],
+            _VERSION,
+            unchecked,
+        )
     was = record["settings"]
-    changes = []
-    for key in sorted(set(was) | set(current)):
-        if not same_value(was.get(key), current.get(key)):
-            what = f"{key} {was.get(key, '(unset)')!r} -> {current.get(key, '(unset)')!r}"
-            changes.append(Change(ACCEPT, what, ACCEPT, key=key))
-    return changes
+    unset = "(unset)"
+    return [
+        Change(ACCEPT, f"{key} {was.get(key, unset)!r} -> {current.get(key, unset)!r}", ACCEPT, key=key)
+        for key in _changed(record, current)
+    ]
 
 
 def record_experiment(config: DictConfig, settings: Mapping[str, Any], resumed_from: str | None) -> dict[str, Any]:
@@ -236,18 +278,17 @@ def record_experiment(config: DictConfig, settings: Mapping[str, Any], resumed_f
             return {}
         accepted = list(config.bots.resume.accept_changed)
         return {"at": now, "resumed_from": resumed_from, "changed": {}, "accept_changed": accepted}
-    changed = {
-        key: [previous["settings"].get(key), settings.get(key)]
-        for key in sorted(set(previous["settings"]) | set(settings))
-        if not same_value(previous["settings"].get(key), settings.get(key))
-    }
+    changed = _changed(previous, settings)
     entry = {
         "at": now,
         "resumed_from": resumed_from,
         "changed": changed,
         "accept_changed": list(config.bots.resume.accept_changed),
     }
-    record = {**previous, "settings": dict(settings), "history": [*previous.get("history", []), entry]}
+    if previous["version"] != _VERSION:
+        entry["record_version"] = previous["version"]  # compared on that version's settings only
+    history = [*previous.get("history", []), entry]
+    record = {**previous, "version": _VERSION, "settings": dict(settings), "history": history}
     write_json_atomic(folder / RECORD_FILE, record, sort_keys=True, default=str)
     if changed:
         logger.warning("resuming with changed training settings, accepted: %s", changed)
