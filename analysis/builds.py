@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from analysis.cli_checks import out_file_problem, unknown_names_problem
 from bots_verl.core.selection_metrics import Interval, interval
 from bots_verl.fileio import markdown_table
 
@@ -63,6 +64,11 @@ def build_statistics(paired: Mapping[str, Any]) -> dict[str, dict[str, dict[str,
     Raises:
         ValueError: ``paired`` is not ``analysis.paired``'s output against ``random``.
     """
+    if not isinstance(paired, Mapping):
+        raise ValueError(
+            f"holds a JSON {type(paired).__name__}, not the object analysis.paired writes "
+            "(keys 'baseline' and 'comparisons')"
+        )
     if paired.get("baseline") != "random" or not isinstance(paired.get("comparisons"), Mapping):
         raise ValueError("not a paired.json of analysis.paired against random (baseline 'random', 'comparisons')")
     out: dict[str, dict[str, dict[str, float]]] = {}
@@ -112,11 +118,20 @@ def agreement(intervals: Sequence[Interval], null: float) -> str:
 
 
 def render(builds: Mapping[str, Mapping[str, Any]], arms: Sequence[str] | None = None) -> str:
-    """Markdown: one table per statistic, a row per arm, a column per build and the agreement column."""
+    """Markdown: one table per statistic, a row per arm, a column per build and the agreement column.
+
+    Raises:
+        ValueError: an arm of ``arms`` is in no build (the message names the known arms), or as
+            :func:`build_statistics`.
+    """
     per_build = {name: build_statistics(paired) for name, paired in builds.items()}
     names = list(per_build)
+    known = list(dict.fromkeys(a for stats in per_build.values() for a in stats))
     if arms is None:
-        arms = list(dict.fromkeys(a for stats in per_build.values() for a in stats))
+        arms = known
+    problem = unknown_names_problem(arms, known, "--arms", "arms")
+    if problem:
+        raise ValueError(problem)
     sections = [
         f"# The toy testbed's claims on {len(names)} builds: {', '.join(f'`{n}`' for n in names)}",
         "Mean [95% t interval] over each build's paired seeds (n = seeds with a value); seeds pair within a build "
@@ -149,11 +164,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arms", nargs="+", help="arms in row order (default: every arm of any build)")
     parser.add_argument("--out", help="markdown file (default: standard output)")
     args = parser.parse_args(argv)
+    problem = out_file_problem(args.out)
+    if problem:
+        parser.error(problem)
     builds: dict[str, Any] = {}
     for spec in args.build:
         name, sep, folder = spec.partition("=")
         if not sep or not name or not folder:
             parser.error(f"--build {spec!r}: expected NAME=DIR")
+        if name in builds:
+            parser.error(f"--build {name!r} is given twice: each build needs a name of its own")
         path = Path(folder) / "paired.json" if Path(folder).is_dir() else Path(folder)
         try:
             builds[name] = json.loads(path.read_text())
@@ -161,7 +181,10 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, ValueError) as exc:
             print(f"analysis.builds: {path}: {exc}", file=sys.stderr)
             return 2
-    text = render(builds, args.arms)
+    try:
+        text = render(builds, args.arms)
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.out:
         Path(args.out).write_text(text)
     else:

@@ -32,6 +32,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis import loader
+from analysis.cli_checks import out_folder_problem, unknown_names_problem
 from analysis.loader import LoadError, Run
 from analysis.paper_tables import ablation_rows, select_methods
 from analysis.table_model import display, row_labeller, row_sort_key
@@ -358,7 +359,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="draw only these (each required); default: accuracy and etr, plus estimator and lambda_bias where the "
         "runs log what they need",
     )
-    p.add_argument("--method", default="bots", help="the selector whose lambda sweep the lambda_bias figure reads")
+    p.add_argument(
+        "--method", help="the selector whose lambda sweep the lambda_bias figure reads (default: bots, where it ran)"
+    )
     p.add_argument(
         "--methods",
         nargs="+",
@@ -369,12 +372,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--meta", action="append", metavar="KEY=VALUE", help="metadata for runs whose sidecar lacks it")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
+    problem = out_folder_problem(args.out)
+    if problem:
+        p.error(problem)
     # Headless: the CLI only writes files. Not done at import, so notebooks keep their inline backend.
     matplotlib.use("Agg")
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
         runs = loader.load_runs(args.runs, loader.parse_meta_args(args.meta))
-        paths = save_all(runs, args.out, args.metric, args.smooth, args.level, args.figures, args.method, args.methods)
+        # a --method no run has would silently leave the λ figure out (it is drawn where the data allows)
+        if args.method is not None:
+            problem = unknown_names_problem([args.method], sorted({r.selector for r in runs}), "--method", "selector")
+            if problem:
+                raise ValueError(problem)
+        method = args.method or "bots"
+        paths = save_all(runs, args.out, args.metric, args.smooth, args.level, args.figures, method, args.methods)
     except (LoadError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from analysis.cli_checks import out_file_problem
 from bots_verl import runlog
 from bots_verl.core.selection_metrics import Interval, interval
 from bots_verl.fileio import markdown_table
@@ -343,6 +344,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--baseline", default="random", help="shown beside them where its runs exist")
     parser.add_argument("--out", help="also write the markdown here")
     args = parser.parse_args(argv)
+    problem = out_file_problem(args.out)
+    if problem:
+        parser.error(problem)
     try:
         report = gap_report(args.runs, args.arm, args.oracle, args.baseline)
     except ValueError as exc:

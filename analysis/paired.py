@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from analysis import reference_cost
+from analysis.cli_checks import out_folder_problem
 from analysis.loader import LoadError
 from analysis.paired_inputs import RunRecord, load_benchmark
 from analysis.paired_relative import ceiling_shares, peer_ratios
@@ -119,6 +120,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; prints the markdown; returns the exit status (2 with a one-line message on bad input)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    problem = out_folder_problem(args.out)
+    if problem:
+        parser.error(problem)
     if (args.reference_samples is None) != (args.reference_models is None):
         parser.error("--reference-samples and --reference-models go together")
     for name in ("reference_samples", "reference_models"):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis import loader, overhead, places, render
+from analysis.cli_checks import out_file_problem
 from analysis.loader import LoadError, Run
 from analysis.paper_tables import ABLATION_PARAMS, ablation_table, main_table
 from analysis.table_model import Table
@@ -142,7 +143,11 @@ def _render_all(args: argparse.Namespace, runs: Sequence[Run]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (2 with a one-line message on bad input)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    problem = out_file_problem(args.out)
+    if problem:
+        parser.error(problem)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )

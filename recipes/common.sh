@@ -20,6 +20,15 @@
 #   [infer]   our choice or reading where no source says
 
 
+# The knobs the CPU mode (CPU=1) sets when the user has not: read here, before the defaults below fill them in, so that
+# a value the user typed wins in CPU mode too (or is refused there with the reason) instead of being replaced
+TYPED_KNOBS=" "
+for _knob in NNODES GPUS_PER_NODE ROLLOUT_TP TRAIN_BATCH_SIZE ROLLOUT_N PPO_MINI_BATCH_SIZE MAX_PROMPT_LENGTH \
+    MAX_RESPONSE_LENGTH MAX_TOKENS_PER_GPU; do
+    if [[ -n ${!_knob:-} ]]; then TYPED_KNOBS+="$_knob "; fi
+done
+unset _knob
+
 # ---- cluster and paths
 # prepared data: python -m bots_verl.data.guru --guru-dir ... --out-dir "$DATA_DIR"
 DATA_DIR=${DATA_DIR:-$HOME/data/bots_guru}
@@ -72,11 +81,17 @@ TASK_EMBEDDINGS=${TASK_EMBEDDINGS:-}
 # what a CPU cannot carry changes: the model (a randomly initialised tiny Llama with a byte-level tokenizer that reads
 # any prompt, built locally by bots_verl.verl_cpu.tiny_model, nothing downloaded), trainer.device=cpu with our backend,
 # the rollout engine (the hf server instead of vLLM; CPU_ROLLOUT=vllm keeps vLLM, which needs vLLM's CPU build from
-# `make vllm-cpu` and PYTHON=.venv-vllm/bin/python), one logical GPU and these sizes [infer: small enough for a
-# 2-core machine]. Every CPU_* knob can be overridden like the others.
-CPU_MODEL_DIR=${CPU_MODEL_DIR:-$RUN_ROOT/cpu_tiny_model}
+# `make vllm-cpu` and PYTHON=.venv-vllm/bin/python), one machine, TP 1, and the defaults of the sizes below [infer:
+# small enough for a 2-core machine]. A size the user set wins: CPU_TRAIN_BATCH_SIZE=8 (the CPU mode's own value, for an
+# environment that also sets the GPU one), else TRAIN_BATCH_SIZE=8; a value the CPU mode cannot run (NNODES > 1,
+# ROLLOUT_TP > 1, a prompt + response longer than the tiny model's positions) is refused, with the reason.
+CPU_MODEL_DIR=${CPU_MODEL_DIR:-}                  # empty: $RUN_ROOT/cpu_tiny_model (_h128 for the vllm engine)
 CPU_KNOBS=(CPU_TRAIN_BATCH_SIZE CPU_ROLLOUT_N CPU_PPO_MINI_BATCH_SIZE CPU_MAX_PROMPT_LENGTH CPU_MAX_RESPONSE_LENGTH
     CPU_MAX_TOKENS_PER_GPU)
+# knob=default in CPU mode (prompt tokens are bytes: the GURU-fixture prompts fit in 1024)
+CPU_DEFAULTS=(TRAIN_BATCH_SIZE=4 ROLLOUT_N=4 PPO_MINI_BATCH_SIZE=4 MAX_PROMPT_LENGTH=1024 MAX_RESPONSE_LENGTH=192
+    MAX_TOKENS_PER_GPU=8192)
+CPU_MAX_POSITIONS=4096                            # the tiny model's max_position_embeddings (tiny_model.MAX_POSITIONS)
 bots_cpu_mode() {
     [[ $CPU == 1 ]] || return 0
     CPU_ROLLOUT=${CPU_ROLLOUT:-hf}
@@ -84,22 +99,42 @@ bots_cpu_mode() {
         echo "CPU_ROLLOUT='$CPU_ROLLOUT': the CPU mode generates with hf or vllm" >&2
         return 1
     fi
-    TRAIN_BATCH_SIZE=${CPU_TRAIN_BATCH_SIZE:-4}
-    ROLLOUT_N=${CPU_ROLLOUT_N:-4}
-    PPO_MINI_BATCH_SIZE=${CPU_PPO_MINI_BATCH_SIZE:-4}
-    MAX_PROMPT_LENGTH=${CPU_MAX_PROMPT_LENGTH:-1024}   # tokens are bytes: GURU-fixture prompts fit
-    MAX_RESPONSE_LENGTH=${CPU_MAX_RESPONSE_LENGTH:-192}
-    MAX_TOKENS_PER_GPU=${CPU_MAX_TOKENS_PER_GPU:-8192}
+    local pair name cpu_name
+    for pair in "${CPU_DEFAULTS[@]}"; do
+        name=${pair%%=*}
+        cpu_name=CPU_$name
+        if [[ -n ${!cpu_name:-} ]]; then
+            printf -v "$name" %s "${!cpu_name}"
+        elif [[ $TYPED_KNOBS != *" $name "* ]]; then
+            printf -v "$name" %s "${pair#*=}"
+        fi
+    done
     TOTAL_STEPS=${TOTAL_STEPS:-2}
+    # one machine with logical GPUs (the CPU backend refuses trainer.nnodes > 1); the hf server has no tensor parallelism
+    [[ $TYPED_KNOBS == *" GPUS_PER_NODE "* ]] || GPUS_PER_NODE=1
+    if [[ $NNODES != 1 && $TYPED_KNOBS == *" NNODES "* ]]; then
+        echo "recipes: NNODES='$NNODES' cannot run in CPU mode: the CPU backend trains on one machine (unset it or set 1)" >&2
+        return 1
+    fi
+    if [[ $ROLLOUT_TP != 1 && $TYPED_KNOBS == *" ROLLOUT_TP "* ]]; then
+        echo "recipes: ROLLOUT_TP='$ROLLOUT_TP' cannot run in CPU mode: the CPU backend runs the rollout without tensor" \
+            "parallelism (unset it or set 1)" >&2
+        return 1
+    fi
     NNODES=1
-    GPUS_PER_NODE=1
     ROLLOUT_TP=1
+    if ((MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH > CPU_MAX_POSITIONS)); then
+        echo "recipes: MAX_PROMPT_LENGTH + MAX_RESPONSE_LENGTH = $MAX_PROMPT_LENGTH + $MAX_RESPONSE_LENGTH is longer" \
+            "than the CPU mode's tiny model takes ($CPU_MAX_POSITIONS positions)" >&2
+        return 1
+    fi
     # vLLM's CPU attention takes heads of 32 or more: the vllm engine gets a model twice as wide (head size 32, not 16)
-    local hidden=64
+    local hidden=64 model_dir=$RUN_ROOT/cpu_tiny_model
     if [[ $CPU_ROLLOUT == vllm ]]; then
         hidden=128
-        [[ $CPU_MODEL_DIR == "$RUN_ROOT/cpu_tiny_model" ]] && CPU_MODEL_DIR=$RUN_ROOT/cpu_tiny_model_h128
+        model_dir=$RUN_ROOT/cpu_tiny_model_h128
     fi
+    CPU_MODEL_DIR=${CPU_MODEL_DIR:-$model_dir}
     if [[ $DRY_RUN != 1 && -z ${RECIPE_ARGV_DIR:-} ]]; then
         "$PYTHON" -m bots_verl.verl_cpu.tiny_model "$CPU_MODEL_DIR" --hidden-size "$hidden" >/dev/null || return 1
     fi

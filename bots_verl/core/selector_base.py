@@ -204,11 +204,25 @@ class Selector:
 
     @classmethod
     def _resolve_hparams(cls, given: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """``(base, hparams)``: ``reference_nan`` and ``graph_k``, which every selector reads and none records, and
-        :meth:`effective_hparams`."""
+        """``(base, hparams)``: ``reference_nan`` and ``graph_k``, which every selector reads, and
+        :meth:`effective_hparams`.
+
+        A base setting given with another value than the selector's default is part of ``hparams`` too (so of the
+        method label, ``meta.json`` and the checkpoint): it changes what runs (how missing reference values are
+        handled, the task graph). At its default it is left out, so that the records of runs that never set it stay
+        as they were. ``graph_k`` where nothing can build a task graph has no effect and is refused.
+        """
         cls._refuse(given)
         base, own, *extra = split_known_params(given, cls._param_groups(given), cls.NAMED_HPARAMS)
-        return base, {**own, **{k: v for group in extra for k, v in group.items()}}
+        hparams = {**own, **{k: v for group in extra for k, v in group.items()}}
+        if "graph_k" in given and not any(needed for _, needed in cls._graph_users({**base, **hparams}, True)):
+            raise ValueError(
+                f"graph_k={given['graph_k']!r} has no effect on selector {cls.name!r} with these settings: it sizes "
+                "the task graph, which only reference_nan='neighbours' or a graph-reading evidence plug-in "
+                "(evidence='neighbours') builds; leave graph_k out"
+            )
+        changed = {k: v for k, v in base.items() if k in given and v != cls._BASE_DEFAULTS[k]}
+        return base, {**hparams, **changed}
 
     @classmethod
     def _refuse(cls, hparams: Mapping[str, Any]) -> None:

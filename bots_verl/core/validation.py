@@ -22,6 +22,7 @@ __all__ = [
     "check_batch_size",
     "check_count",
     "check_indices",
+    "check_not_null",
     "check_number_param",
     "check_lags",
     "check_outcomes",
@@ -255,6 +256,20 @@ def check_number_param(key: str, value: Any, default: Any) -> None:
         )
 
 
+def check_not_null(key: str, value: Any, default: Any) -> None:
+    """Refuse a null (None) for a hyperparameter whose default is a value (``float(None)`` would otherwise fail deep
+    in a selector with a message that names nothing).
+
+    Raises:
+        ValueError: naming ``key`` and its default.
+    """
+    if value is None and default is not None:
+        raise ValueError(
+            f"hyperparameter {key!r} is null, but it takes a value (default {default!r}): leave it out to run with "
+            "the default, or give a value"
+        )
+
+
 def split_known_params(
     given: Mapping[str, Any], groups: Iterable[tuple[str, Mapping[str, Any]]], named: Collection[str] = ()
 ) -> list[dict[str, Any]]:
@@ -270,14 +285,15 @@ def split_known_params(
         One dict per group: its defaults updated with the given values that belong to it.
 
     Raises:
-        ValueError: for an unknown name, or a boolean or string where the default is a number
-            (:func:`check_number_param`).
+        ValueError: for an unknown name, a null (None) where the default is a value, or a boolean or string where
+            the default is a number (:func:`check_number_param`).
     """
     groups = list(groups)
     out = [dict(defaults) for _, defaults in groups]
     for key, value in given.items():
         for i, (_, defaults) in enumerate(groups):
             if key in defaults:
+                check_not_null(key, value, defaults[key])
                 if not (key in named and isinstance(value, str)):
                     check_number_param(key, value, defaults[key])
                 out[i][key] = value

@@ -30,6 +30,8 @@ TINY_CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 SPEC_FILE = "tiny_model.json"
+# the longest sequence (prompt + response) the tiny model takes; recipes/common.sh refuses longer CPU-mode sizes
+MAX_POSITIONS = 4096
 
 
 def _tokenizer():
@@ -141,7 +143,7 @@ def build_tiny_model(
         hidden_size=hidden_size,
         num_layers=num_layers,
         num_heads=num_heads,
-        max_positions=4096,
+        max_positions=MAX_POSITIONS,
     )
     # written last: a directory without it is an unfinished build and is rebuilt
     marker.write_text(json.dumps(spec, sort_keys=True))

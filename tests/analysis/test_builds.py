@@ -66,3 +66,37 @@ def test_a_file_that_is_not_a_paired_json_is_refused_naming_it(tmp_path, capsys)
     bad.write_text(json.dumps({"baseline": "bots"}))
     assert main(["--build", f"x={bad}"]) == 2
     assert str(bad) in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------ bad input (issue 59, item 7)
+def test_a_build_name_given_twice_is_refused(tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--build", f"full_s0={EVERY_ARM}", "--build", f"full_s0={EVERY_ARM}", "--out", str(tmp_path / "o.md")])
+    assert exc.value.code == 2 and "--build 'full_s0' is given twice" in capsys.readouterr().err
+    assert not (tmp_path / "o.md").exists()
+
+
+@pytest.mark.parametrize("payload", [[1, 2], "paired", 3])
+def test_a_paired_json_that_is_not_an_object_is_refused_naming_the_file(payload, tmp_path, capsys) -> None:
+    bad = tmp_path / "paired.json"
+    bad.write_text(json.dumps(payload))
+    assert main(["--build", f"x={bad}"]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}: holds a JSON {type(payload).__name__}, not the object analysis.paired writes" in err
+
+
+def test_an_out_that_is_a_folder_is_refused_before_any_work(tmp_path, capsys) -> None:
+    missing = tmp_path / "no_such_build"  # would fail if the builds were read first
+    with pytest.raises(SystemExit) as exc:
+        main(["--build", f"x={missing}", "--out", str(tmp_path)])
+    assert exc.value.code == 2 and f"--out {tmp_path} is a folder" in capsys.readouterr().err
+
+
+def test_an_unknown_arm_is_refused_naming_the_known_ones(paired, tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--build", f"full_s0={EVERY_ARM}", "--arms", "bots", "botz", "--out", str(tmp_path / "o.md")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "--arms: unknown arms ['botz']; known: [" in err and "'bots'" in err
+    assert not (tmp_path / "o.md").exists()
+    with pytest.raises(ValueError, match=r"unknown arms \['botz'\]"):
+        render({"full_s0": paired}, ["botz"])

@@ -170,3 +170,55 @@ def test_undeclared_keys_are_added_and_unknown_ones_refused_naming_the_key():
     ):
         with pytest.raises(ValueError, match=f"unknown hyperparameter '{key}'"):
             check_bots_config(_config(), read_bots_config(_config(*overrides)))
+
+
+@pytest.mark.parametrize(
+    ("selector", "key"),
+    [("bots", "gamma"), ("bots", "degenerate_tol"), ("bots", "warm_start_mu"), ("bots", "reference_nan")]
+    + [("bots", "graph_k"), ("dps", "decay"), ("greso", "p_easy"), ("bots_noref", "forget")],
+)
+def test_a_null_undeclared_hyperparameter_is_refused_naming_it(selector, key):
+    """Issue 59, item 8a: +bots.hparams.gamma=null stopped with float()'s bare message (the declared keys' null is
+    their default, by design: test_null_means_each_selectors_own_default)."""
+    config = _config(
+        f"bots.selector={selector}",
+        "bots.reference_columns=[w,s]",
+        "bots.task_embeddings=/e",
+        f"+bots.hparams.{key}=null",
+    )
+    with pytest.raises(ValueError) as refused:
+        check_bots_config(config, read_bots_config(config))
+    assert f"hyperparameter '{key}' is null, but it takes a value (default" in str(refused.value)
+    assert "leave it out to run with the default" in str(refused.value)
+
+
+@pytest.mark.parametrize("value", ["neighbours", "error"])
+def test_reference_nan_is_labelled_and_recorded(value):
+    """Issue 59, item 8b: reference_nan changes how missing reference values are filled (or refused); it ran
+    under the label 'bots' and was missing from meta.json's hparams (effective_hparams)."""
+    overrides = ["bots.selector=bots", "bots.reference_columns=[w,s]", f"+bots.hparams.reference_nan={value}"]
+    config = _config(*overrides)
+    bots = read_bots_config(config)
+    assert effective_hparams(bots.selector, bots.hparams)["reference_nan"] == value
+    assert check_bots_config(config, bots).run_log.method == f"bots+reference_nan={value}"
+    # the BOTS recipe's label describes paper BOTS, which fills missing values with column means
+    labelled = _config(*overrides, "bots.run_log.method=bots")
+    with pytest.raises(ValueError, match=r"reference_nan: label means None, config has '" + value):
+        check_bots_config(labelled, read_bots_config(labelled))
+    # at its default it changes nothing, and the record stays as before
+    same = _config("bots.selector=bots", "bots.reference_columns=[w,s]", "+bots.hparams.reference_nan=impute")
+    assert "reference_nan" not in effective_hparams("bots", read_bots_config(same).hparams)
+    assert check_bots_config(same, read_bots_config(same)).run_log.method == "bots"
+
+
+def test_graph_k_is_labelled_where_a_task_graph_reads_it_and_refused_where_none_does():
+    config = _config(
+        "bots.selector=bots_noref", "bots.reference_columns=[]", "bots.task_embeddings=/e", "+bots.hparams.graph_k=8"
+    )
+    bots = read_bots_config(config)
+    assert effective_hparams(bots.selector, bots.hparams)["graph_k"] == 8
+    assert check_bots_config(config, bots).run_log.method == "bots_noref+graph_k=8"
+    for selector in ("bots", "random", "mopps"):
+        unused = _config(f"bots.selector={selector}", "bots.reference_columns=[w,s]", "+bots.hparams.graph_k=8")
+        with pytest.raises(ValueError, match=f"graph_k=8 has no effect on selector '{selector}'"):
+            check_bots_config(unused, read_bots_config(unused))

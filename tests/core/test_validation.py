@@ -174,3 +174,26 @@ def test_numbers_of_either_type_and_non_number_hyperparameters_still_pass():
     assert build_selector("bots", N, reference_pass_rates=REF, evidence="none", selection="greedy").hparams[
         "evidence"
     ] == ("none")
+
+
+def _null_cases():
+    """Every (selector, hyperparameter) whose default is a value, the two every selector reads included."""
+    from bots_verl.core import SELECTORS
+
+    for name in sorted(SELECTORS):
+        cls = SELECTORS.lookup(name)
+        for key, default in {**cls.effective_hparams({}), **cls._BASE_DEFAULTS}.items():
+            if default is not None and key not in cls.FIXED:
+                yield name, key
+
+
+@pytest.mark.parametrize(("selector", "key"), list(_null_cases()))
+def test_a_null_hyperparameter_is_refused_naming_it(selector, key):
+    """Issue 59, item 8a: gamma=None failed inside the selector with float()'s message, which names nothing."""
+    with pytest.raises(ValueError) as refused:
+        build_selector(selector, N, reference_pass_rates=REF, task_embeddings=np.eye(N) + 0.5, **{key: None})
+    assert f"hyperparameter '{key}' is null, but it takes a value" in str(refused.value)
+
+
+def test_a_hyperparameter_whose_default_is_null_still_takes_null():
+    assert build_selector("bots", N, reference_pass_rates=REF, implicit_scale=None).hparams["implicit_scale"] is None

@@ -266,3 +266,80 @@ def test_the_cpu_checks_refuse_a_bad_count_before_creating_their_work_folder(
     proc = _run(RECIPES / script, stub, tmp_path, WORK=str(tmp_path / "work"), **{name: value})
     assert proc.returncode != 0 and f"{name}='{value}' must be an integer >= 1" in proc.stderr
     assert _calls(stub) == [] and not (tmp_path / "work").exists()
+
+
+# --------------------------------------------------------------------- CPU mode: a size the user typed wins (issue 59)
+CPU_DEFAULTS = {"TRAIN_BATCH_SIZE": "4", "ROLLOUT_N": "4", "PPO_MINI_BATCH_SIZE": "4", "MAX_PROMPT_LENGTH": "1024"}
+CPU_DEFAULTS |= {"MAX_RESPONSE_LENGTH": "192", "MAX_TOKENS_PER_GPU": "8192", "TOTAL_STEPS": "2", "GPUS_PER_NODE": "1"}
+# knob -> the keys of the command it sets
+KNOB_KEYS = {
+    "TRAIN_BATCH_SIZE": ["data.train_batch_size"],
+    "ROLLOUT_N": ["actor_rollout_ref.rollout.n"],
+    "PPO_MINI_BATCH_SIZE": ["actor_rollout_ref.actor.ppo_mini_batch_size"],
+    "MAX_PROMPT_LENGTH": ["data.max_prompt_length"],
+    "MAX_RESPONSE_LENGTH": ["data.max_response_length"],
+    "MAX_TOKENS_PER_GPU": ["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"],
+    "TOTAL_STEPS": ["trainer.total_training_steps"],
+    "GPUS_PER_NODE": ["trainer.n_gpus_per_node"],
+}
+
+
+def _cpu_command(stub: dict, tmp_path: Path, **knobs: str) -> dict[str, str]:
+    """The dry run's command in CPU mode, as ``{key: the value hydra keeps}``."""
+    proc = _run(MAIN_SCRIPT, stub, tmp_path, CPU="1", DRY_RUN="1", **knobs)
+    assert proc.returncode == 0, proc.stderr
+    (argv,) = _calls(stub)
+    return {a.split("=", 1)[0]: a.split("=", 1)[1] for a in argv if "=" in a}
+
+
+def test_cpu_mode_sizes_what_the_user_did_not_set(stub: dict, tmp_path: Path) -> None:
+    given = _cpu_command(stub, tmp_path)
+    for knob, default in CPU_DEFAULTS.items():
+        assert [given[key] for key in KNOB_KEYS[knob]] == [default], knob
+    assert given["trainer.nnodes"] == "1" and given["actor_rollout_ref.rollout.tensor_model_parallel_size"] == "1"
+
+
+@pytest.mark.parametrize(
+    "typed",
+    [{"TRAIN_BATCH_SIZE": "8", "ROLLOUT_N": "8", "MAX_RESPONSE_LENGTH": "64"}]
+    + [{"PPO_MINI_BATCH_SIZE": "2", "MAX_PROMPT_LENGTH": "512", "MAX_TOKENS_PER_GPU": "4096"}]
+    + [{"TOTAL_STEPS": "3", "GPUS_PER_NODE": "2"}, {"NNODES": "1", "ROLLOUT_TP": "1"}],
+)
+def test_cpu_mode_keeps_a_size_the_user_typed(typed: dict, stub: dict, tmp_path: Path) -> None:
+    given = _cpu_command(stub, tmp_path, **typed)
+    for knob, default in CPU_DEFAULTS.items():
+        expected = typed.get(knob, default)
+        assert [given[key] for key in KNOB_KEYS[knob]] == [expected], knob
+
+
+def test_a_cpu_knob_is_the_cpu_modes_own_value_and_wins_over_the_gpu_one(stub: dict, tmp_path: Path) -> None:
+    given = _cpu_command(stub, tmp_path, ROLLOUT_N="16", CPU_ROLLOUT_N="2", TRAIN_BATCH_SIZE="8")
+    assert given["actor_rollout_ref.rollout.n"] == "2" and given["data.train_batch_size"] == "8"
+
+
+@pytest.mark.parametrize(
+    ("typed", "message"),
+    [({"NNODES": "2"}, "NNODES='2' cannot run in CPU mode"), ({"ROLLOUT_TP": "2"}, "ROLLOUT_TP='2' cannot run in CPU")]
+    + [({"MAX_RESPONSE_LENGTH": "8192"}, "1024 + 8192 is longer than the CPU mode's tiny model takes (4096 positions)")]
+    + [({"MAX_PROMPT_LENGTH": "4000", "CPU_MAX_RESPONSE_LENGTH": "100"}, "4000 + 100 is longer")],
+)
+@pytest.mark.parametrize("dry_run", ["0", "1"])
+def test_cpu_mode_refuses_a_typed_value_it_cannot_run_with_the_reason(
+    typed: dict, message: str, dry_run: str, stub: dict, tmp_path: Path
+) -> None:
+    proc = _run(MAIN_SCRIPT, stub, tmp_path, CPU="1", DRY_RUN=dry_run, **typed)
+    assert proc.returncode != 0 and message in proc.stderr
+    assert _calls(stub) == [] and not (tmp_path / "runs").exists()  # no tiny model built, no run folder
+
+
+def test_the_cpu_modes_length_limit_is_the_tiny_models() -> None:
+    from bots_verl.verl_cpu.tiny_model import MAX_POSITIONS
+
+    proc = _bash(f'DOMAIN=math MODEL_PATH=m METHOD=random; source {RECIPES}/common.sh; echo "$CPU_MAX_POSITIONS"')
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(MAX_POSITIONS)
+
+
+def test_a_typed_cpu_model_dir_is_kept_for_the_vllm_engine(stub: dict, tmp_path: Path) -> None:
+    given = _cpu_command(stub, tmp_path, CPU_ROLLOUT="vllm", CPU_MODEL_DIR=str(tmp_path / "mine"))
+    assert given["actor_rollout_ref.model.path"] == str(tmp_path / "mine")

@@ -27,6 +27,7 @@ from bots_verl.core.selection_metrics import pearson, roc_auc
 from bots_verl.core.selector_base import SELECTORS, Selector, moved_to_simulator
 from bots_verl.core.validation import (
     MAX_ATTEMPTS,
+    check_not_null,
     check_real_array,
     check_scalars,
     check_unit_interval,
@@ -116,6 +117,8 @@ class BetaPosteriorSelector(Selector):
 
     @classmethod
     def _param_groups(cls, given: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        for key in ("evidence", "selection"):  # looked up before the groups are split
+            check_not_null(key, given.get(key, cls.DEFAULTS[key]), cls.DEFAULTS[key])
         evidence = EVIDENCE.lookup(given.get("evidence", cls.DEFAULTS["evidence"]))
         rule = cls.RULES.lookup(given.get("selection", cls.DEFAULTS["selection"]))
         return [
