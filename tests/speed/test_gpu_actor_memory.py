@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bots_verl.config.gpu_memory import MEASURED, QWEN25_1_5B, QWEN25_7B
+from bots_verl.config.gpu_memory import MEASURED, QWEN25_1_5B, QWEN25_7B, ModelShape
 from bots_verl.speed import gpu_actor_memory as bench
 
 
@@ -54,6 +54,15 @@ def test_the_fsdp_table_from_the_measured_inputs_gives_the_notes_verdicts():
             assert (train_fits, rollout_fits) == ("no", "no / no")
         else:
             assert (train_fits, rollout_fits) == ("yes", "yes / yes"), line
+
+
+def test_the_measurement_runs_its_steps_on_a_tiny_model_on_cpu():
+    # the GPU run's code path (build, train step with the in-place gradient, log-prob pass, timing) at a tiny size;
+    # activations are read from CUDA's allocator only, so None here
+    tiny = ModelShape("tiny", 64, 128, 2, 4, 2, 300, False)
+    (row,) = bench.measure(tiny, "cpu", [(2, 16)], warmup=0, repeat=1)
+    assert row["case"] == "2 x 16" and row["train_s"] > 0 and row["log_prob_s"] > 0
+    assert row["activations_gib"] is None
 
 
 @pytest.mark.gpu  # tests/conftest.py skips it without a CUDA GPU
