@@ -256,14 +256,16 @@ def check_gpu_memory(config: DictConfig, card_gib: float | None = None, check: b
     shard = fsdp_size if 0 < fsdp_size < gpus else gpus
     card, source = card_memory_gib(card_gib)
     rollout = config.actor_rollout_ref.rollout
-    separate = config.trainer.get("v1", {}).get("trainer_mode", "sync") == "separate_async"
+    util = rollout.get("gpu_memory_utilization", None)
+    # separate_async: vLLM runs on its own GPUs, none of the actor's
+    colocated = util is not None and config.trainer.get("v1", {}).get("trainer_mode", "sync") != "separate_async"
     differ = _measured_settings(config)
     result = estimate(
         shape,
         shard,
         card,
         activations_gib=0.0 if differ else None,
-        gpu_memory_utilization=None if separate else float(rollout.gpu_memory_utilization),
+        gpu_memory_utilization=float(util) if colocated else None,
         vllm_sleeps=bool(rollout.get("free_cache_engine", True)),
     )
     if result.fits:
@@ -271,7 +273,7 @@ def check_gpu_memory(config: DictConfig, card_gib: float | None = None, check: b
             "GPU memory: %s on %d GPUs needs %.1f GiB of %.1f (%s)", shape.name, gpus, result.peak_gib, card, RESULTS
         )
         return result
-    message = _refusal(result, gpus, shard, source, differ, rollout.get("gpu_memory_utilization"))
+    message = _refusal(result, gpus, shard, source, differ, util)
     if not check:
         logger.warning("%s (bots.gpu_memory.check=false: starting anyway)", message)
         return result
@@ -285,8 +287,8 @@ def _refusal(result: MemoryEstimate, gpus: int, shard: int, source: str, differ:
         phases.append(f"the rollout phase {result.rollout_gib:.1f} GiB (actor state + vLLM's {util} of the card)")
     layout = f"{gpus} GPU{'s' if gpus > 1 else ''}" + (f" (actor sharded over {shard})" if shard != gpus else "")
     lower = (
-        f" These are lower bounds: the activations are left out, as they were measured at other settings than "
-        f"{', '.join(differ)}."
+        f" These are lower bounds: the activations are left out, as this config differs from the measured one "
+        f"({', '.join(differ)})."
         if differ
         else ""
     )
