@@ -26,6 +26,7 @@ from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 
 from bots_verl.config.bots_config import BOTSConfig, check_bots_config, effective_hparams, read_bots_config
+from bots_verl.config.gpu_memory import check_gpu_memory
 from bots_verl.config.verl_checks import (
     check_checkpoint_engine,
     check_data_subset,
@@ -112,7 +113,8 @@ def check_config(config: DictConfig) -> BOTSConfig:
             holds an earlier run's metrics, or a resume whose ``data.pt`` holds no BOTS posterior or one built for
             another selector, hyperparameters, success rule or reference columns, or whose run folder recorded other
             training settings (:mod:`bots_verl.integration.safety.training_record`; ``bots.resume.accept_changed``
-            aside), or a missing or malformed known-answers file (``actor_rollout_ref.rollout.custom.known_answers``).
+            aside), or a missing or malformed known-answers file (``actor_rollout_ref.rollout.custom.known_answers``),
+            or one of the recipes' models on GPUs its actor cannot fit (:mod:`bots_verl.config.gpu_memory`).
     """
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
@@ -126,6 +128,8 @@ def check_config(config: DictConfig) -> BOTSConfig:
     check_checkpoint_engine(config)
     check_data_subset(config)
     check_known_answers(config)  # read by the rollout server, minutes into a run: a bad file is refused here
+    # a layout whose actor cannot fit its GPUs would load the model and then run out of memory
+    check_gpu_memory(config, bots.gpu_memory.card_gib, bots.gpu_memory.check)
     # before meta.json is written or any worker starts; a checkpoint that is not here is left to the trainer
     _check_resume(config, bots)
     try:

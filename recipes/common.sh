@@ -64,6 +64,11 @@ TEST_FREQ=${TEST_FREQ:-40}                        # [trinity] eval_interval
 SAVE_FREQ=${SAVE_FREQ:-200}                       # [infer]
 ROLLOUT_TP=${ROLLOUT_TP:-1}                       # [trinity] TP=1 engines (use 2 for 7B if memory is short)
 GPU_MEMORY_UTILIZATION=${GPU_MEMORY_UTILIZATION:-0.6}
+# The 7B recipes on too few GPUs are refused before Ray (their actor cannot fit; the per-GPU figures, measured on one
+# H200 with FSDP computed, are in recipes/results/gpu_h200.md): GPU_MEMORY_GIB is one card's memory in whole GiB
+# (empty: nvidia-smi's where this machine has a GPU, else 80), GPU_MEMORY_CHECK=0 starts such a layout anyway.
+GPU_MEMORY_GIB=${GPU_MEMORY_GIB:-}
+GPU_MEMORY_CHECK=${GPU_MEMORY_CHECK:-1}
 SEED=${SEED:-42}                                  # [trinity]
 TARGET=${TARGET:-0.5}                             # [paper] p* (every BOTS-family method)
 REFERENCE_COLUMNS=${REFERENCE_COLUMNS:-'[qwen2.5_7b_pass_rate,qwen3_30b_pass_rate]'}  # [paper] weak -> strong
@@ -226,7 +231,7 @@ bots_model_tag() {
 # verl as a string, or turn a dry run into a real one). Checked again here, not only when common.sh is sourced: a
 # script may set a knob afterwards (`CPU=yes bots_launch`).
 bots_check_settings() {
-    bool_switch DRY_RUN 0 && bool_switch CPU 0 || return
+    bool_switch DRY_RUN 0 && bool_switch CPU 0 && bool_switch GPU_MEMORY_CHECK 1 || return
     local name
     for name in NNODES GPUS_PER_NODE TRAIN_BATCH_SIZE ROLLOUT_N PPO_MINI_BATCH_SIZE MAX_PROMPT_LENGTH \
         MAX_RESPONSE_LENGTH MAX_TOKENS_PER_GPU TOTAL_EPOCHS ROLLOUT_TP; do
@@ -236,6 +241,7 @@ bots_check_settings() {
     int_knob TEST_FREQ 1 -1 || return    # -1: verl's "never"
     int_knob SAVE_FREQ 1 -1 || return
     int_knob SEED 0 || return
+    int_knob GPU_MEMORY_GIB 1 '' || return  # empty: nvidia-smi's, else 80
     if [[ $CPU == 1 ]]; then
         for name in "${CPU_KNOBS[@]}"; do
             int_knob "$name" 1 '' || return  # empty: the CPU default
@@ -326,7 +332,11 @@ bots_launch() {
         "bots.run_log.dir=$run_dir"
         "bots.run_log.domain=$DOMAIN"
         "bots.run_log.method=$method"
+        "bots.gpu_memory.check=$([[ $GPU_MEMORY_CHECK == 1 ]] && echo true || echo false)"
     )
+    if [[ -n $GPU_MEMORY_GIB ]]; then
+        args+=("bots.gpu_memory.card_gib=$GPU_MEMORY_GIB")
+    fi
     if [[ -n $TOTAL_STEPS ]]; then
         args+=("trainer.total_training_steps=$TOTAL_STEPS")
     fi

@@ -2,6 +2,7 @@
 # Main table, GURU code, Qwen2.5-7B-Instruct: Offline (easy->hard), a static curriculum by reference pass rate.
 # The settings and their sources are in recipes/common.sh (bots_method_args for the method's own).
 # Usage: [DRY_RUN=1] [DATA_DIR=...] [MODEL_PATH=...] [NNODES=... GPUS_PER_NODE=...] run_code_qwen2.5_7b_offline_easy2hard.sh [hydra overrides...]
+# 7B needs 4 GPUs of 80 GB or 2 of 141 GB (recipes/results/gpu_h200.md); fewer are refused before Ray.
 set -euo pipefail
 DOMAIN=code
 MODEL_PATH=${MODEL_PATH:-Qwen/Qwen2.5-7B-Instruct}

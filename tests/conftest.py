@@ -118,11 +118,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # shares that hold a slow test (the real fit() runs, 1-3 min each) first, so that no worker is left with one at
     # the end while the other idles; the sort is stable, so the order within a share is kept
-    slow = {_group(item.nodeid) for item in items if "slow" in item.keywords}
+    # markers, not keywords: keywords also hold the names of the folders above (a checkout in a folder named gpu)
+    slow = {_group(item.nodeid) for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: _group(item.nodeid) not in slow)
     if _has_cuda():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
-        if "gpu" in item.keywords:
+        if item.get_closest_marker("gpu"):
             item.add_marker(skip)

@@ -53,6 +53,7 @@ __all__ = [
     "ACCEPTABLE",
     "ActorConfig",
     "BOTSConfig",
+    "GpuMemoryConfig",
     "ResumeConfig",
     "RunLogConfig",
     "SuccessConfig",
@@ -155,6 +156,24 @@ class RunLogConfig(BaseConfig):
 
 
 @dataclass
+class GpuMemoryConfig(BaseConfig):
+    """``bots.gpu_memory``: the check that refuses a layout whose actor cannot fit its GPUs
+    (:mod:`bots_verl.config.gpu_memory`).
+
+    Attributes:
+        check: refuse such a layout before Ray; False: warn and start anyway.
+        card_gib: memory of one GPU in GiB; None: nvidia-smi's where a GPU is visible, else 80.
+    """
+
+    check: bool = True
+    card_gib: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.card_gib is not None and not (math.isfinite(self.card_gib) and self.card_gib > 0):
+            raise ValueError(f"bots.gpu_memory.card_gib must be a positive number (GiB) or null, got {self.card_gib!r}")
+
+
+@dataclass
 class ResumeConfig(BaseConfig):
     """``bots.resume``: what a resume may find changed since its checkpoint.
 
@@ -187,6 +206,7 @@ class BOTSConfig(BaseConfig):
         actor: :class:`ActorConfig`.
         run_log: :class:`RunLogConfig`.
         resume: :class:`ResumeConfig`.
+        gpu_memory: :class:`GpuMemoryConfig`.
         replay_poll_interval: seconds between the replay buffer's TransferQueue polls; None keeps verl's.
         dry_run: validate the composed config, print a summary and exit.
     """
@@ -201,6 +221,7 @@ class BOTSConfig(BaseConfig):
     actor: ActorConfig = field(default_factory=ActorConfig)
     run_log: RunLogConfig = field(default_factory=RunLogConfig)
     resume: ResumeConfig = field(default_factory=ResumeConfig)
+    gpu_memory: GpuMemoryConfig = field(default_factory=GpuMemoryConfig)
     replay_poll_interval: float | None = None
     dry_run: bool = False
 

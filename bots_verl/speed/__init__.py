@@ -10,4 +10,5 @@ Each module runs as ``python -m bots_verl.speed.<name> [--help]``:
 | ``reward_throughput`` | answers per second of the code and math rewards, this tree against ``--baseline`` | rewards |
 | ``reward_flood`` | peak memory of the code reward under answers that flood stdout | rewards, bubblewrap |
 | ``cpu_step_time`` | verl's step time and start-up on the CPU backend at the toy testbed's shape | verl |
+| ``gpu_actor_memory`` | the recipes' actor micro-batches (time, activations), verl's FSDP memory per GPU | CUDA |
 """

@@ -24,10 +24,12 @@ def record(script: Path, out: Path, data_dir: Path, *args: str, **env: str) -> d
         out: a fresh directory for the recorded argv files (also the working directory).
         data_dir: the prepared data (``DATA_DIR``).
         *args: hydra overrides appended after the script name.
-        **env: extra environment variables (knobs such as ``SEED`` or ``RHO``).
+        **env: extra environment variables (knobs such as ``SEED`` or ``RHO``). ``GPU_MEMORY_GIB`` is 80 unless given:
+            the GPU memory check then reads the same card on any test machine, not its nvidia-smi.
     """
     out.mkdir(parents=True, exist_ok=True)
-    full_env = {**os.environ, "RECIPE_ARGV_DIR": str(out), "DATA_DIR": str(data_dir), "DRY_RUN": "1", **env}
+    full_env = {**os.environ, "RECIPE_ARGV_DIR": str(out), "DATA_DIR": str(data_dir), "DRY_RUN": "1"}
+    full_env = {**full_env, "GPU_MEMORY_GIB": "80", **env}
     proc = subprocess.run(["bash", str(script), *args], env=full_env, cwd=out, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"{script.name} failed ({proc.returncode}): {proc.stderr[-2000:]}")
