@@ -76,7 +76,7 @@ TASK_EMBEDDINGS=${TASK_EMBEDDINGS:-}
 # 2-core machine]. Every CPU_* knob can be overridden like the others.
 CPU_MODEL_DIR=${CPU_MODEL_DIR:-$RUN_ROOT/cpu_tiny_model}
 CPU_KNOBS=(CPU_TRAIN_BATCH_SIZE CPU_ROLLOUT_N CPU_PPO_MINI_BATCH_SIZE CPU_MAX_PROMPT_LENGTH CPU_MAX_RESPONSE_LENGTH
-    CPU_MAX_TOKENS_PER_GPU)
+    CPU_MAX_TOKENS_PER_GPU CPU_GRAPH_K)
 bots_cpu_mode() {
     [[ $CPU == 1 ]] || return 0
     CPU_ROLLOUT=${CPU_ROLLOUT:-hf}
@@ -110,6 +110,11 @@ bots_cpu_mode() {
         actor_rollout_ref.model.use_remove_padding=False
         actor_rollout_ref.model.enable_gradient_checkpointing=False
     )
+    # the methods with a task graph (bots_ref<pct>, bots_noref): its 16 neighbours per task need a pool of 17 or
+    # more, and the math pool of the GURU-shaped fixture the CPU checks train on has 12
+    if [[ " ${METHOD_ARGS[*]} " == *" bots.task_embeddings="* ]]; then
+        CPU_ARGS+=("+bots.hparams.graph_k=${CPU_GRAPH_K:-4}")
+    fi
 }
 
 # ---- methods: METHOD -> selector and hyperparameters, into the array METHOD_ARGS (bots_verl/runlog.py METHODS
