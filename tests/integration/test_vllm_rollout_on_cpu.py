@@ -127,7 +127,8 @@ def test_the_first_batch_is_the_same_whichever_engine_generates(runs):
 
 def test_the_plugin_lets_vllms_cpu_backend_take_new_weights_and_without_it_it_cannot(tmp_path):
     """The defect the plugin fixes, kept visible: vLLM's CPU linear layers drop their weight after loading, so the
-    model's ``load_weights`` fails; with the plugin (active under ``VERL_PLATFORM=cpu``) the reload changes the output.
+    model's ``load_weights`` fails; with the plugin (active under ``VERL_PLATFORM=cpu``) the reload takes the new
+    weights: vLLM's greedy tokens then equal those of a transformers model holding the same new weights.
 
     Run in vLLM alone: through verl the failed sync does not end the run (verl's sender waits on the receiver for good).
     """
@@ -142,4 +143,9 @@ def test_the_plugin_lets_vllms_cpu_backend_take_new_weights_and_without_it_it_ca
     synced = run_python(script, cwd=tmp_path, timeout=600, attach={"VERL_PLATFORM": "cpu"})
     assert synced.returncode == 0, tail(synced)
     tokens = json.loads(synced.stdout.strip().splitlines()[-1])
-    assert tokens["before"] != tokens["after"], tokens
+    # the two engines agree on the original weights, and the halved weights change the reference's tokens (so a
+    # reload that took nothing cannot pass), and vLLM after the reload generates what the halved weights generate
+    # (so garbled or partly loaded weights cannot pass either)
+    assert tokens["before"] == tokens["reference_before"], tokens
+    assert tokens["reference_after"] != tokens["reference_before"], tokens
+    assert tokens["after"] == tokens["reference_after"], tokens
