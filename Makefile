@@ -113,12 +113,13 @@ vllm-cpu:
 	bash bots_verl/verl_cpu/build_vllm_cpu.sh
 
 # BOTS through verl's vLLM rollout on vLLM's CPU build (tests marked vllm_cpu, skipped elsewhere; not in CI): the toy
-# task trained through verl's vLLM server and weight sync (recipes/results/vllm_cpu.md has its time)
+# task trained through verl's vLLM server and weight sync (recipes/results/vllm_cpu.md has its time). Here a Python
+# without the build fails the tests (BOTS_REQUIRE_VLLM_CPU=1) instead of skipping them all and passing.
 VLLM_PY ?= .venv-vllm/bin/python
 test-vllm-cpu:
 	@test -x $(VLLM_PY) || { echo "test-vllm-cpu: no $(VLLM_PY); make vllm-cpu builds it" >&2; exit 2; }
 	$(VLLM_PY) -m pip install -q pytest
-	$(VLLM_PY) -m pytest -q tests/integration/test_vllm_rollout_on_cpu.py -p no:cacheprovider
+	BOTS_REQUIRE_VLLM_CPU=1 $(VLLM_PY) -m pytest -q tests/integration/test_vllm_rollout_on_cpu.py -p no:cacheprovider
 
 demo: install-demo
 	$(PY) -m bots_verl.sim --preset demo

@@ -1,9 +1,9 @@
 """Paired comparisons beyond the baseline: against a peer and as a share of the ceiling's saving.
 
 **Against a peer** (``--peers dapo_ds greso_ds``): per seed, the rollouts a selector spent to reach the baseline's
-final accuracy over those the peer spent to reach the same accuracy (the ratio of their ``Roll(100%)``, which share
-the baseline's denominator), with both intervals; undefined where either never reached it. This is how "≤ 0.5 of
-DAPO-DS's rollouts" is judged (:func:`peer_ratios`).
+best accuracy within its budget over those the peer spent to reach the same accuracy (the ratio of their
+``Roll(100%)``, which share the baseline's denominator), with both intervals; undefined where either never reached it.
+This is how "≤ 0.5 of DAPO-DS's rollouts" is judged (:func:`peer_ratios`).
 
 **Reference generations** (issue 36, whenever run logs are there): per arm, the reference-model generations it
 read (labelled tasks x samples per task x its reference columns, 0 for a selector that reads none) and those it saved
@@ -33,7 +33,7 @@ __all__ = ["CeilingShare", "PeerRatio", "ceiling_shares", "peer_ratios"]
 
 @dataclass
 class PeerRatio:
-    """One selector's rollouts to the baseline's final accuracy over a peer's, paired by seed.
+    """One selector's rollouts to the baseline's best accuracy over a peer's, paired by seed.
 
     Attributes:
         values: per seed both have, the ratio (NaN where undefined).

@@ -54,7 +54,7 @@ def peers_to_markdown(ratios: Sequence[PeerRatio], baseline: str, level: float =
         for r in ratios
     ]
     grid = render.Grid(
-        f"Rollouts to {baseline}'s final accuracy, selector over peer",
+        f"Rollouts to {baseline}'s best accuracy, selector over peer",
         ["selector", "peer", "per seed", "mean", f"{level:.0%} t", f"{level:.0%} bootstrap", "seeds without a value"],
         rows,
         [

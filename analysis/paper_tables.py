@@ -9,7 +9,8 @@ Layout (the paper's main table): rows are methods, in the paper's order and with
   own steps to its target by default (Random = 1.00, as in the paper); ``--ttb-denominator budget`` divides by x% of
   the budget;
 - ``ETR``: the mean over steps of the per-step effective task ratio (absolute, not relative);
-- ``Roll(100%)``: rollouts spent to first reach Random's final best, over Random's rollouts (same denominator as TTB);
+- ``Roll(100%)``: rollouts spent to first reach Random's best within the budget, over Random's rollouts (same
+  denominator as TTB);
 - ``Time(100%)``: the same with wall-clock seconds (``timing_s/step``), only for domains whose runs logged it.
 
 Every cell is the mean over seeds with a 95% Student-t interval (:func:`bots_verl.core.selection_metrics.interval`);

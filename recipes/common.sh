@@ -92,7 +92,7 @@ TASK_EMBEDDINGS=${TASK_EMBEDDINGS:-}
 # ROLLOUT_TP > 1, a prompt + response longer than the tiny model's positions) is refused, with the reason.
 CPU_MODEL_DIR=${CPU_MODEL_DIR:-}                  # empty: $RUN_ROOT/cpu_tiny_model (_h128 for the vllm engine)
 CPU_KNOBS=(CPU_TRAIN_BATCH_SIZE CPU_ROLLOUT_N CPU_PPO_MINI_BATCH_SIZE CPU_MAX_PROMPT_LENGTH CPU_MAX_RESPONSE_LENGTH
-    CPU_MAX_TOKENS_PER_GPU)
+    CPU_MAX_TOKENS_PER_GPU CPU_GRAPH_K)
 # knob=default in CPU mode (prompt tokens are bytes: the GURU-fixture prompts fit in 1024)
 CPU_DEFAULTS=(TRAIN_BATCH_SIZE=4 ROLLOUT_N=4 PPO_MINI_BATCH_SIZE=4 MAX_PROMPT_LENGTH=1024 MAX_RESPONSE_LENGTH=192
     MAX_TOKENS_PER_GPU=8192)
@@ -150,6 +150,11 @@ bots_cpu_mode() {
         actor_rollout_ref.model.use_remove_padding=False
         actor_rollout_ref.model.enable_gradient_checkpointing=False
     )
+    # the methods with a task graph (bots_ref<pct>, bots_noref): its 16 neighbours per task need a pool of 17 or
+    # more, and the math pool of the GURU-shaped fixture the CPU checks train on has 12
+    if [[ " ${METHOD_ARGS[*]} " == *" bots.task_embeddings="* ]]; then
+        CPU_ARGS+=("+bots.hparams.graph_k=${CPU_GRAPH_K:-4}")
+    fi
 }
 
 # ---- methods: METHOD -> selector and hyperparameters, into the array METHOD_ARGS (bots_verl/runlog.py METHODS

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every recipe script (30 main-table scripts, 8 ablations with their sweeps) trains for real in its CPU mode (CPU=1):
+# Every recipe script (30 main-table scripts, 9 ablations with their sweeps) trains for real in its CPU mode (CPU=1):
 # STEPS GRPO steps each in verl's trainer, on the GURU-shaped fixture data, with known-answer rollouts. Prints a
 # table of each script's wall-clock time and status and writes it to $WORK/cpu_recipes.md; exits 1 if any failed.
 #

@@ -154,3 +154,20 @@ def test_a_quickstart_run_folder_is_marked_and_a_rerun_replaces_it(tmp_path: Pat
     run_dir = quickstart._train({}, "bots", 1, out, 10.0)
     assert (run_dir / MARKER).is_file() and not (run_dir / "ckpt").exists()  # replaced
     assert no_training == [f"train {out / arm / 'train.log'}" for arm in ("random", "bots", "bots")]
+
+
+def test_the_readmes_sample_output_is_an_excerpt_of_the_recorded_run() -> None:
+    """The README's quickstart output block is lines of recipes/toy/results/quickstart.md's recorded report, in their
+    order (``...`` marks lines left out), so the sample on the first page has a run behind it (issue 59)."""
+    repo = Path(__file__).resolve().parents[1]
+    readme = (repo / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Quickstart and install") :]
+    sample = section[section.index("```text\n") + len("```text\n") :]
+    sample_lines = [line for line in sample[: sample.index("```")].splitlines() if line != "..."]
+    recorded = (repo / "recipes" / "toy" / "results" / "quickstart.md").read_text(encoding="utf-8")
+    report = recorded[recorded.index("```text\n") + len("```text\n") :].splitlines()
+    assert len(sample_lines) >= 5
+    position = 0
+    for line in sample_lines:
+        assert line in report[position:], f"README sample line not in the recorded report (in order): {line!r}"
+        position = report.index(line, position) + 1

@@ -145,7 +145,7 @@ PROFILES: dict[str, BenchmarkProfile] = {
     ),
     # issue 24 in the same run directory: the finished random and bots runs of the headline count. Dynamic sampling
     # generates ~4x Random's rollouts per step here (~27% of groups are mixed at the start), so its arms stop at half
-    # the steps, about twice the rollouts of a Random run: enough to measure rollouts to Random's final accuracy
+    # the steps, about twice the rollouts of a Random run: enough to measure rollouts to Random's best accuracy
     # against the goal (<= 0.5 of DAPO-DS's), censored beyond that.
     "beyond": BenchmarkProfile(
         "beyond",

@@ -1,7 +1,8 @@
 """BOTS through verl's vLLM rollout, on vLLM's CPU backend (issue 49): the GPU path's rollout engine, run for real.
 
 Needs vLLM's CPU build (``make vllm-cpu``), so it is marked ``vllm_cpu`` and skipped elsewhere (CI); ``make
-test-vllm-cpu`` runs it with ``.venv-vllm``'s Python.
+test-vllm-cpu`` runs it with ``.venv-vllm``'s Python and ``BOTS_REQUIRE_VLLM_CPU=1``, under which a Python without that
+build fails every test instead of skipping it (a run that skipped everything would pass and check nothing).
 
 The runs are the toy testbed's (the shipped build ``full_s0``: its trained policy, head size 32, which vLLM's CPU
 attention takes), BOTS, seed 0, 2 steps, as ``python -m bots_verl.main trainer.device=cpu ...`` with
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from importlib import metadata
 from pathlib import Path
 
@@ -32,11 +34,28 @@ def _vllm_cpu_build() -> bool:
         return False
 
 
+# set by `make test-vllm-cpu`: there the build is the point, so its absence is a failure, not a skip
+REQUIRED = os.environ.get("BOTS_REQUIRE_VLLM_CPU") == "1"
+
 pytestmark = [
     pytest.mark.vllm_cpu,
     pytest.mark.slow,
-    pytest.mark.skipif(not _vllm_cpu_build(), reason="needs vLLM's CPU build (make vllm-cpu; .venv-vllm)"),
+    pytest.mark.skipif(
+        not REQUIRED and not _vllm_cpu_build(), reason="needs vLLM's CPU build (make vllm-cpu; .venv-vllm)"
+    ),
 ]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _the_build_is_here():
+    """Under ``BOTS_REQUIRE_VLLM_CPU=1``, fail before any run starts when this Python has no vLLM CPU build."""
+    if not _vllm_cpu_build():
+        pytest.fail(
+            "BOTS_REQUIRE_VLLM_CPU=1 but this Python has no vLLM CPU build (a vllm package whose version ends in "
+            "'+cpu'): build it with `make vllm-cpu` and run these tests with .venv-vllm/bin/python",
+            pytrace=False,
+        )
+
 
 STEPS = 2
 
@@ -108,7 +127,8 @@ def test_the_first_batch_is_the_same_whichever_engine_generates(runs):
 
 def test_the_plugin_lets_vllms_cpu_backend_take_new_weights_and_without_it_it_cannot(tmp_path):
     """The defect the plugin fixes, kept visible: vLLM's CPU linear layers drop their weight after loading, so the
-    model's ``load_weights`` fails; with the plugin (active under ``VERL_PLATFORM=cpu``) the reload changes the output.
+    model's ``load_weights`` fails; with the plugin (active under ``VERL_PLATFORM=cpu``) the reload takes the new
+    weights: vLLM's greedy tokens then equal those of a transformers model holding the same new weights.
 
     Run in vLLM alone: through verl the failed sync does not end the run (verl's sender waits on the receiver for good).
     """
@@ -123,4 +143,9 @@ def test_the_plugin_lets_vllms_cpu_backend_take_new_weights_and_without_it_it_ca
     synced = run_python(script, cwd=tmp_path, timeout=600, attach={"VERL_PLATFORM": "cpu"})
     assert synced.returncode == 0, tail(synced)
     tokens = json.loads(synced.stdout.strip().splitlines()[-1])
-    assert tokens["before"] != tokens["after"], tokens
+    # the two engines agree on the original weights, and the halved weights change the reference's tokens (so a
+    # reload that took nothing cannot pass), and vLLM after the reload generates what the halved weights generate
+    # (so garbled or partly loaded weights cannot pass either)
+    assert tokens["before"] == tokens["reference_before"], tokens
+    assert tokens["reference_after"] != tokens["reference_before"], tokens
+    assert tokens["after"] == tokens["reference_after"], tokens

@@ -343,3 +343,24 @@ def test_the_cpu_modes_length_limit_is_the_tiny_models() -> None:
 def test_a_typed_cpu_model_dir_is_kept_for_the_vllm_engine(stub: dict, tmp_path: Path) -> None:
     given = _cpu_command(stub, tmp_path, CPU_ROLLOUT="vllm", CPU_MODEL_DIR=str(tmp_path / "mine"))
     assert given["actor_rollout_ref.model.path"] == str(tmp_path / "mine")
+@pytest.mark.parametrize(
+    ("script", "graph"),
+    [
+        ("ablations/run_math_qwen2.5_1.5b_bots_noref.sh", True),
+        ("ablations/run_math_qwen2.5_1.5b_bots_ref10.sh", True),
+        ("run_math_qwen2.5_1.5b_bots.sh", False),
+    ],
+)
+def test_the_cpu_mode_fits_the_task_graph_to_the_fixtures_pool(script: str, graph: bool, stub: dict, tmp_path: Path):
+    """The graph methods' 16 neighbours per task need 17 tasks; the fixture's math pool has 12. The CPU mode gives
+    them CPU_GRAPH_K (4) neighbours; off CPU, and for the methods without a graph, nothing changes."""
+    for cpu, extra, expected in (("1", {}, "4"), ("1", {"CPU_GRAPH_K": "6"}, "6"), ("0", {}, None)):
+        proc = _run(RECIPES / script, stub, tmp_path, CPU=cpu, DRY_RUN="1", **extra)
+        assert proc.returncode == 0, proc.stderr
+        argv = _calls(stub)[-1]
+        for call in Path(stub["STUB_CALLS"]).iterdir():
+            call.unlink()
+        graph_k = [a for a in argv if a.startswith("+bots.hparams.graph_k=")]
+        assert graph_k == ([f"+bots.hparams.graph_k={expected}"] if graph and expected else []), (cpu, extra, argv)
+    proc = _run(RECIPES / script, stub, tmp_path, CPU="1", DRY_RUN="1", CPU_GRAPH_K="four")
+    assert proc.returncode != 0 and "CPU_GRAPH_K='four'" in proc.stderr

@@ -20,7 +20,7 @@ RESULTS = Path(__file__).resolve().parents[2] / "recipes" / "toy" / "results"
 STEPS = 24
 EVERY = 2
 START = 0.25
-# dyadic slopes, so that "twice the slope reaches the baseline's final accuracy at half the steps" holds exactly
+# dyadic slopes, so that "twice the slope reaches the baseline's best (last) accuracy at half the steps" holds exactly
 SLOPES = {0: 4 / 4096, 1: 6 / 4096, 2: 3 / 4096}
 
 
@@ -194,7 +194,7 @@ def test_run_log_statistics_and_cli(tmp_path: Path, capsys: pytest.CaptureFixtur
     (comp,) = paired_stats.compare_all(records)
     for seed in SLOPES:
         assert comp.stats["etr_diff"].values[seed] == pytest.approx(0.5 - 0.25)
-        # bots reaches random's final accuracy at T/2 spending 192 a step, random at T spending 128 a step
+        # bots reaches random's best (its last) accuracy at T/2 spending 192 a step, random at T spending 128 a step
         assert comp.stats["roll100"].values[seed] == pytest.approx((192 * STEPS / 2) / (128 * STEPS))
         assert comp.stats["time100"].values[seed] == pytest.approx((192 * STEPS / 2) / (128 * STEPS))
 
@@ -235,7 +235,8 @@ def test_rollouts_against_a_peer(tmp_path: Path, capsys: pytest.CaptureFixture[s
         paired_relative.peer_ratios(comparisons, ["dapo_ds"])
 
     assert paired.main([str(tmp_path), "--peers", "costly", "--out", str(tmp_path / "out")]) == 0
-    assert "selector over peer" in capsys.readouterr().out
+    # the heading names the target Roll(100%) is measured to: Random's best within the budget, not its last value
+    assert "Rollouts to random's best accuracy, selector over peer" in capsys.readouterr().out
     data = json.loads((tmp_path / "out" / "paired.json").read_text())
     assert data["peers"][0]["mean"] == pytest.approx(0.25) and data["peers"][0]["peer"] == "costly"
     assert paired.main([str(tmp_path), "--peers", "nobody"]) == 2

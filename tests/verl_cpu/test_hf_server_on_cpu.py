@@ -108,6 +108,19 @@ def test_bad_requests_are_clear_errors(server):  # before the weight update: any
     assert 1 <= len(ok.token_ids) <= 3
 
 
+def _reference_log_probs(config, weights: dict[str, torch.Tensor], prompt: list[int], response: list[int]) -> list:
+    """The response's log-probabilities (temperature 1) under a fresh transformers model holding ``weights``: what a
+    server that took exactly these weights must report, computed without the server's code."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_config(config)
+    model.load_state_dict(weights)
+    model.eval()
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([prompt + response])).logits[0, len(prompt) - 1 : -1].float()
+    return torch.log_softmax(logits, dim=-1).gather(-1, torch.tensor(response)[:, None])[:, 0].tolist()
+
+
 def test_weight_update_changes_the_policy_and_the_version(server):
     import ray
 
@@ -115,11 +128,19 @@ def test_weight_update_changes_the_policy_and_the_version(server):
     before = ray.get(server.generate.remote(prompt_ids=prompt, sampling_params=dict(PARAMS), request_id="a"))
     from transformers import AutoModelForCausalLM
 
-    new = {k: v * 1.5 for k, v in AutoModelForCausalLM.from_config(_server_config(server)).state_dict().items()}
+    config = _server_config(server)
+    new = {k: v * 1.5 for k, v in AutoModelForCausalLM.from_config(config).state_dict().items()}
     ray.get(server.update_weights.remote(new, 7))
     after = ray.get(server.generate.remote(prompt_ids=prompt, sampling_params=dict(PARAMS), request_id="b"))
     assert after.extra_fields["global_steps"] == 7
     assert after.token_ids != before.token_ids or after.log_probs != before.log_probs
+    # not only changed, but to the new weights: what it sampled has, under them, the probabilities it reported
+    # (garbled, partly loaded or stale weights would report others)
+    expected = _reference_log_probs(config, new, prompt, list(after.token_ids))
+    assert after.log_probs == pytest.approx(expected, abs=1e-4)
+    # and the check can tell: the old weights' report does not match the new weights
+    stale = _reference_log_probs(config, new, prompt, list(before.token_ids))
+    assert before.log_probs != pytest.approx(stale, abs=1e-4)
     with pytest.raises(ray.exceptions.RayTaskError, match="does not have"):
         ray.get(server.update_weights.remote({"no.such.weight": torch.zeros(1)}, 8))
     again = ray.get(server.generate.remote(prompt_ids=prompt, sampling_params=dict(PARAMS), request_id="c"))

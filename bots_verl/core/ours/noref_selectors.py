@@ -34,7 +34,7 @@ class BOTSNoRefSelector(BetaPosteriorSelector):
 
     rho, the weight of implicit evidence, defaults to 0.3 rather than the paper's 0.1: the ``neighbours`` prediction
     is built from the run's own rollouts and each unvisited task's neighbourhood, and on the simulator (``toy``
-    preset, tuning seeds 100-103) rho = 0.3 and 0.5 reached Random's final accuracy in 0.57-0.60 of its steps where
+    preset, tuning seeds 100-103) rho = 0.3 and 0.5 reached Random's best accuracy in 0.57-0.60 of its steps where
     0.1 took 0.64-0.72 (``math``: within intervals of each other). ``bots_noref`` with ``rho=0.1`` is the paper's
     setting with this plug-in; both are in ``recipes/results/sim/noref_results.md``.
     """
