@@ -149,3 +149,45 @@ def test_a_family_build_has_the_domain_rows_references_and_refuses_another_famil
     for wrong in (other, "arith"):
         with pytest.raises(PrepareError, match=f"holds a {family} build, not {wrong}"):
             prepare(out, profile="ci", jobs=1, family=wrong)
+
+
+#: statuses the code reward sets only after the program ran in its sandbox
+RAN = {"ok", "wrong_answer", "error", "compile_error", "timeout", "output_limit"}
+
+
+def test_a_two_step_fit_is_scored_by_the_real_domain_reward(family_build, ray_attach) -> None:
+    """One real 2-step GRPO fit per family (the toy benchmark's ``ci`` run of ``random``), with verl's rollout dump:
+    every rollout's reward is the domain reward's (the test scores each dumped response again through the public
+    dispatcher, the code programs once more in the sandbox), and the reward's own extra info shows its checks ran:
+    the code reward's ``status`` of programs that ran in the sandbox, the ordering checker's parsed ``pred``."""
+    from bots_verl import runlog
+    from bots_verl.toy.arms import PROFILES, training_overrides
+    from bots_verl.verl_cpu.smoke import run_training
+
+    family, out = family_build
+    fam = family_of(family)
+    manifest = json.loads((out / "manifest.json").read_text())
+    run_dir = out.parent / "runs" / "random_s0"
+    run_dir.mkdir(parents=True)
+    overrides = training_overrides(manifest, PROFILES["ci"], "random", 0, run_dir)
+    assert f"data.max_prompt_length={fam.max_prompt_length}" in overrides
+    mp = pytest.MonkeyPatch()
+    try:
+        for key, value in ray_attach().items():
+            mp.setenv(key, value)
+        run_training([*overrides, f"trainer.rollout_data_dir={run_dir / 'rollouts'}"], run_dir, run_dir / "log", 900)
+    finally:
+        mp.undo()
+    assert sorted(step for step, _ in runlog.iter_metrics(run_dir / "run")) == [1, 2]
+    rows = [json.loads(line) for step in (1, 2) for line in (run_dir / "rollouts" / f"{step}.jsonl").open()]
+    assert len(rows) == 2 * PROFILES["ci"].prompts * PROFILES["ci"].n
+    for row in rows:
+        problem = fam.parse_prompt(row["input"].removesuffix("="))
+        assert row["gts"] == problem.ground_truth
+        again = compute_score(fam.data_source, row["output"], row["gts"])
+        assert row["score"] == again["score"] and row["acc"] == again["acc"]
+    if family == "code":
+        assert {row["status"] for row in rows} <= RAN | {"no_code"}
+        assert any(row["status"] in RAN for row in rows), "no rollout's program reached the sandbox"
+    else:
+        assert any(row["pred"] is not None for row in rows), "no rollout's answer reached the ordering checker"
