@@ -157,9 +157,11 @@ RAN = {"ok", "wrong_answer", "error", "compile_error", "timeout", "output_limit"
 
 def test_a_two_step_fit_is_scored_by_the_real_domain_reward(family_build, ray_attach) -> None:
     """One real 2-step GRPO fit per family (the toy benchmark's ``ci`` run of ``random``), with verl's rollout dump:
-    every rollout's reward is the domain reward's (the test scores each dumped response again through the public
-    dispatcher, the code programs once more in the sandbox), and the reward's own extra info shows its checks ran:
-    the code reward's ``status`` of programs that ran in the sandbox, the ordering checker's parsed ``pred``."""
+    every rollout's reward in the run is the domain reward's (the test scores each dumped response again through the
+    public dispatcher, the code programs once more in the bubblewrap sandbox), and the responses exercise the
+    reward's checks, not only its "no answer" branch: code programs that ran in the sandbox (their ``status``),
+    answers the ordering checker parsed (``pred``). verl's dump carries no reward extra info on this path (its
+    ``reward_extra_keys`` do not reach the trainer here), hence the rescoring."""
     from bots_verl import runlog
     from bots_verl.toy.arms import PROFILES, training_overrides
     from bots_verl.verl_cpu.smoke import run_training
@@ -181,13 +183,14 @@ def test_a_two_step_fit_is_scored_by_the_real_domain_reward(family_build, ray_at
     assert sorted(step for step, _ in runlog.iter_metrics(run_dir / "run")) == [1, 2]
     rows = [json.loads(line) for step in (1, 2) for line in (run_dir / "rollouts" / f"{step}.jsonl").open()]
     assert len(rows) == 2 * PROFILES["ci"].prompts * PROFILES["ci"].n
+    rescored = []
     for row in rows:
         problem = fam.parse_prompt(row["input"].removesuffix("="))
         assert row["gts"] == problem.ground_truth
-        again = compute_score(fam.data_source, row["output"], row["gts"])
-        assert row["score"] == again["score"] and row["acc"] == again["acc"]
+        rescored.append(compute_score(fam.data_source, row["output"], row["gts"]))
+        assert row["score"] == rescored[-1]["score"]
     if family == "code":
-        assert {row["status"] for row in rows} <= RAN | {"no_code"}
-        assert any(row["status"] in RAN for row in rows), "no rollout's program reached the sandbox"
+        assert {r["status"] for r in rescored} <= RAN | {"no_code"}
+        assert any(r["status"] in RAN for r in rescored), "no rollout's program reached the sandbox"
     else:
-        assert any(row["pred"] is not None for row in rows), "no rollout's answer reached the ordering checker"
+        assert any(r["pred"] is not None for r in rescored), "no rollout's answer reached the ordering checker"
