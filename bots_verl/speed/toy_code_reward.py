@@ -10,7 +10,8 @@ all 8 tests), a quarter another task's program (runs, fails a test), a quarter t
 block: never reaches the sandbox). Each batch is scored through ``bots_verl.rewards.compute_score`` (bubblewrap
 sandbox, as in verl's reward workers) from ``--threads`` threads; one warm-up batch (the sandbox probe) is not timed.
 Printed per batch: wall-clock seconds (median over ``--rounds``) and CPU seconds of the process and every sandbox it
-started (a cgroup; root only), whose half is the wall time two idle cores need at best.
+started (a cgroup; root only), whose half is the wall time two idle cores need at best. Figures:
+``recipes/results/speed/toy_code_reward.md``.
 """
 
 from __future__ import annotations
