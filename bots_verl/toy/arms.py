@@ -228,8 +228,8 @@ def training_overrides(
         f"data.train_files={Path(train_files).resolve()}",
         f"data.val_files={Path(art['val_files']).resolve()}",
         f"data.train_batch_size={profile.prompts}",
-        # "<s>" + up to "9999*9999" + "=": 11 tokens
-        "data.max_prompt_length=16",
+        # arithmetic: "<s>" + up to "9999*9999" + "=", 11 tokens; another family's build records its own
+        f"data.max_prompt_length={art.get('max_prompt_length', 16)}",
         f"data.max_response_length={art['max_response_length']}",
         f"data.seed={seed}",
         f"actor_rollout_ref.model.path={Path(model).resolve()}",

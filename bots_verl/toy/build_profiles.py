@@ -1,6 +1,7 @@
 """What a toy build makes: its profiles (model sizes, warm-up mixtures, pool and held-out sizes) and their seeds.
 
-:mod:`bots_verl.toy.prepare` builds them.
+:data:`BUILD_PROFILES` are the arithmetic family's; :data:`FAMILY_PROFILES` holds every family's
+(:mod:`bots_verl.toy.families`), looked up by :func:`build_profile`. :mod:`bots_verl.toy.prepare` builds them.
 """
 
 from __future__ import annotations
@@ -10,17 +11,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bots_verl.toy.families import family_of
 from bots_verl.toy.model import ModelSpec
-from bots_verl.toy.tasks import ALL_CELLS, Cell
+from bots_verl.toy.tasks import ALL_CELLS
 from bots_verl.toy.warmup import WarmupSpec
 
 __all__ = [
     "BUILD_PROFILES",
+    "FAMILY_PROFILES",
     "REFERENCE_COLUMNS",
     "STRONG_COLUMN",
     "WEAK_COLUMN",
     "BuildProfile",
     "PrepareError",
+    "build_profile",
     "seeded",
 ]
 
@@ -46,8 +50,9 @@ class BuildProfile:
 
     Attributes:
         name: ``full``, ``quick`` or ``ci``.
-        pool_per_cell: training tasks per cell by the cell's larger operand digit count (1..4); a cell smaller than
-            asked gives all of its free problems.
+        pool_per_cell: training tasks per cell by the cell's difficulty level 1..4 (arithmetic: the larger operand
+            digit count; code: operations; logic: objects - 2); a cell smaller than asked gives all of its free
+            problems.
         heldout_cells: the held-out set's cells (where the starting policy learns).
         heldout_size: held-out prompts, spread evenly over ``heldout_cells``.
         policy: the policy's warm-up (seeds are filled in from the benchmark seed).
@@ -56,6 +61,7 @@ class BuildProfile:
         reference_n: responses per prompt for the reference columns.
         max_tokens: response budget (the longest answer, ``7006652``, plus ``</s>`` is 8 tokens).
         reference_batch_size: prompts per ``reference_eval collect`` batch (its unit of durability).
+        family: the task family (:mod:`bots_verl.toy.families`); its warm-up specs carry it too.
     """
 
     name: str
@@ -68,20 +74,32 @@ class BuildProfile:
     reference_n: int = 16
     max_tokens: int = 12
     reference_batch_size: int = 64
+    family: str = "arith"
 
-    def pool_counts(self) -> dict[Cell, int]:
+    def __post_init__(self) -> None:
+        fam = family_of(self.family)
+        for spec in (self.policy, self.weak, self.strong):
+            if spec.family != self.family:
+                raise ValueError(f"profile {self.name!r} of family {self.family!r} has a {spec.family!r} warm-up")
+        for name in self.heldout_cells:
+            fam.cell_from_name(name)
+
+    def pool_counts(self) -> dict[Any, int]:
         """Training tasks per cell."""
-        return {c: self.pool_per_cell[max(c.digits_a, c.digits_b)] for c in ALL_CELLS}
+        fam = family_of(self.family)
+        return {c: self.pool_per_cell[fam.level(c)] for c in fam.cells}
 
-    def heldout_counts(self) -> dict[Cell, int]:
+    def heldout_counts(self) -> dict[Any, int]:
         """Held-out prompts per cell (the remainder goes to the first cells)."""
-        cells = [Cell.from_name(n) for n in self.heldout_cells]
+        cells = [family_of(self.family).cell_from_name(n) for n in self.heldout_cells]
         base, extra = divmod(self.heldout_size, len(cells))
         return {c: base + (1 if i < extra else 0) for i, c in enumerate(cells)}
 
     def data_settings(self, seed: int) -> dict[str, Any]:
-        """What determines the data files (compared on resume)."""
+        """What determines the data files (compared on resume; an arithmetic build's settings name no family)."""
+        family = {} if self.family == "arith" else {"family": self.family}
         return {
+            **family,
             "seed": seed,
             "pool_per_cell": {str(k): v for k, v in sorted(self.pool_per_cell.items())},
             "heldout_cells": list(self.heldout_cells),
@@ -147,3 +165,65 @@ def seeded(spec: WarmupSpec, seed: int, role: str, index: int = 0) -> WarmupSpec
     """``spec`` with the initial-weight and data seeds of ``role`` under benchmark ``seed`` (distinct per role)."""
     base = 1000 * seed + 100 * ROLE_IDS[role] + 10 * index
     return dataclasses.replace(spec, init_seed=base + 1, data_seed=base + 2)
+
+
+def _by_level(family: str, weights: Mapping[int, float]) -> dict[str, float]:
+    """A mixture over all of ``family``'s cells with the weight of each cell's difficulty level."""
+    fam = family_of(family)
+    return {c.name: float(weights[fam.level(c)]) for c in fam.cells}
+
+
+# The code and logic families have only their `ci` builds so far: their full builds come with their calibration
+# (issue 60). The `ci` policies train long enough to write the family's format (a fence and "f=lambda x:", answer
+# tags), so that a 2-step fit's rollouts reach the domain reward's checks, not only its "no answer" branch.
+_CODE_CI_MODEL = ModelSpec(hidden=32, layers=2, heads=2, intermediate=64)
+_LOGIC_CI_MODEL = ModelSpec(hidden=32, layers=2, heads=2, intermediate=64, max_positions=96)
+
+
+def _ci_profile(family: str, model: ModelSpec, heldout_cells: tuple[str, ...], max_tokens: int) -> BuildProfile:
+    def spec(mixture: Mapping[int, float], steps: int, slip: float = 0.0) -> WarmupSpec:
+        mix = _by_level(family, mixture)
+        return WarmupSpec(model=model, mixture=mix, steps=steps, batch_size=16, lr=1e-2, slip=slip, family=family)
+
+    return BuildProfile(
+        name="ci",
+        pool_per_cell={1: 3, 2: 3, 3: 3, 4: 3},
+        heldout_cells=heldout_cells,
+        heldout_size=16,
+        policy=spec({1: 4.0, 2: 3.0, 3: 2.0, 4: 1.0}, steps=200, slip=0.5),
+        # the references' ci warm-ups are short (CI time): what the ci build checks is their columns' plumbing
+        weak=spec({1: 2.0, 2: 8.0, 3: 2.0, 4: 0.25}, steps=60),
+        strong=spec({1: 2.0, 2: 6.0, 3: 4.0, 4: 0.5}, steps=100),
+        reference_n=4,
+        max_tokens=max_tokens,
+        reference_batch_size=32,
+        family=family,
+    )
+
+
+FAMILY_PROFILES: dict[str, dict[str, BuildProfile]] = {
+    "arith": BUILD_PROFILES,
+    # the longest program, "```\nf=lambda x:((x-4)*9+9)*5\n```", and </s>: 35 tokens
+    "code": {"ci": _ci_profile("code", _CODE_CI_MODEL, ("c2p0", "c2p1", "c3p0", "c3p1"), max_tokens=40)},
+    # the longest answer, six objects in tags, and </s>: 43 tokens
+    "logic": {"ci": _ci_profile("logic", _LOGIC_CI_MODEL, ("o3mix", "o4pos", "o4mix", "o5pos"), max_tokens=48)},
+}
+
+
+def build_profile(family: str, profile: str) -> BuildProfile:
+    """The build profile ``profile`` of task family ``family``.
+
+    Raises:
+        PrepareError: for an unknown family, or a profile the family does not have (naming the ones it has).
+    """
+    try:
+        family_of(family)
+    except ValueError as err:
+        raise PrepareError(str(err)) from err
+    profiles = FAMILY_PROFILES[family]
+    if profile not in profiles:
+        raise PrepareError(
+            f"the {family} family has no {profile!r} build profile (it has {sorted(profiles)}); "
+            "its full builds come with its calibration"
+        )
+    return profiles[profile]

@@ -97,14 +97,32 @@ def stage_data(out: Path, profile: BuildProfile, seed: int, stage: StageTimer) -
         logger.info("data: already built (%d pool, %d held-out tasks)", meta["pool_tasks"], meta["heldout_tasks"])
         stage.skipped = True
         return meta
-    heldout = build_split(profile.heldout_counts(), seed, HELDOUT_STREAM)
-    pool = build_split(profile.pool_counts(), seed, POOL_STREAM, exclude=[p.prompt for p in heldout])
-    write_split(heldout, "test", out / "val.parquet")
-    write_split(pool, "train", out / "pool.parquet")
+    family = profile.family
+    heldout = build_split(profile.heldout_counts(), seed, HELDOUT_STREAM, family=family)
+    pool = build_split(profile.pool_counts(), seed, POOL_STREAM, exclude=[p.prompt for p in heldout], family=family)
+    _check_lengths(profile, heldout + pool)
+    write_split(heldout, "test", out / "val.parquet", family)
+    write_split(pool, "train", out / "pool.parquet", family)
     meta = {"settings": settings, "pool_tasks": len(pool), "heldout_tasks": len(heldout)}
     write_json(meta_path, meta)
     logger.info("data: %d pool tasks, %d held-out tasks", len(pool), len(heldout))
     return meta
+
+
+def _check_lengths(profile: BuildProfile, problems: list) -> None:
+    """Refuse a build whose prompts or answers would not fit verl's prompt length or the response budget."""
+    from bots_verl.toy.families import family_of
+    from bots_verl.toy.tokenizer import encode, vocab_of
+
+    vocab, limit = vocab_of(profile.family), family_of(profile.family).max_prompt_length
+    for problem in problems:
+        ids, n_prompt = encode(problem.prompt, problem.answer, vocab)
+        if n_prompt > limit or len(ids) - n_prompt > profile.max_tokens:
+            raise PrepareError(
+                f"{profile.family} task {problem.prompt!r}: {n_prompt} prompt tokens (limit {limit}) and "
+                f"{len(ids) - n_prompt} answer tokens with </s> (max_tokens {profile.max_tokens}); "
+                "raise the family's max_prompt_length or the profile's max_tokens"
+            )
 
 
 def _prompts(path: Path) -> list[str]:
@@ -218,22 +236,27 @@ def stage_similarity(out: Path, profile: BuildProfile, seed: int, stage: StageTi
     return {subset: {k: plan[k] for k in keep} for subset, plan in meta["labelled"].items()}
 
 
-def _exact(model_dir: Path, problems: list) -> tuple[np.ndarray, np.ndarray]:
+def _exact(model_dir: Path, problems: list, family: str) -> tuple[np.ndarray, np.ndarray]:
     import torch
 
     from bots_verl.toy.likelihood import answer_stats, load_model
+    from bots_verl.toy.tokenizer import vocab_of
 
     torch.set_num_threads(1)
-    return answer_stats(load_model(model_dir), problems)
+    return answer_stats(load_model(model_dir), problems, vocab=vocab_of(family))
 
 
-def stage_calibration(out: Path, policy_names: list[str], stage: StageTimer) -> dict[str, Any]:
-    """Stage 4: exact pass rates of the policies and references; ``calibration.json`` / ``calibration.md``."""
+def stage_calibration(out: Path, policy_names: list[str], stage: StageTimer, family: str = "arith") -> dict[str, Any]:
+    """Stage 4: exact pass rates of the policies and references; ``calibration.json`` / ``calibration.md``.
+
+    For a family whose reward accepts more than the canonical answer (code, logic), the canonical answer's likelihood
+    is a lower bound of the pass rate; ``calibration.md`` says so.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from bots_verl.toy.calibrate import heldout_summary, per_cell, pool_summary
-    from bots_verl.toy.tasks import parse_prompt
+    from bots_verl.toy.families import family_of
     from bots_verl.toy.warmup import read_result
     from reference_eval.stats import compute_stats
 
@@ -245,6 +268,7 @@ def stage_calibration(out: Path, policy_names: list[str], stage: StageTimer) -> 
         logger.info("calibration: already done")
         stage.skipped = True
         return cached
+    parse_prompt = family_of(family).parse_prompt
     train = pq.read_table(out / "train.parquet")
     pool = [parse_prompt(m[0]["content"]) for m in train.column("prompt").to_pylist()]
     heldout = [parse_prompt(p) for p in _prompts(out / "val.parquet")]
@@ -255,9 +279,11 @@ def stage_calibration(out: Path, policy_names: list[str], stage: StageTimer) -> 
         STRONG_COLUMN: train.column(STRONG_COLUMN).to_numpy(),
     }
     summary: dict[str, Any] = {"models": names, "specs": specs, "pool": {}, "heldout": {}}
+    if not family_of(family).single_answer:
+        summary["lower_bound"] = True
     for name in names:
-        p_pool, _ = _exact(out / "models" / name, pool)
-        p_held, g_held = _exact(out / "models" / name, heldout)
+        p_pool, _ = _exact(out / "models" / name, pool, family)
+        p_held, g_held = _exact(out / "models" / name, heldout, family)
         columns[f"{name}_exact_pass_rate"] = p_pool
         summary["pool"][name] = pool_summary(p_pool)
         summary["heldout"][name] = heldout_summary(p_held, g_held)
@@ -294,6 +320,12 @@ def stage_calibration(out: Path, policy_names: list[str], stage: StageTimer) -> 
 def format_calibration(summary: Mapping[str, Any]) -> str:
     """The calibration as markdown tables."""
     lines = ["# Toy testbed calibration (exact pass rates at temperature 1)", ""]
+    if summary.get("lower_bound"):
+        lines += [
+            "The reward accepts more than the canonical answer here: each figure is the canonical answer's likelihood,"
+            " a lower bound of the pass rate (the sampled reference columns are not bounded so).",
+            "",
+        ]
     header = ["model", "pool mean", "at 0", "at 1", "between", "mixed n=8", "mixed n=16", "held-out acc", "SE"]
     header.append("greedy")
     rows = []

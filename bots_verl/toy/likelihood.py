@@ -42,7 +42,7 @@ def load_model(model_dir: str | Path) -> Any:
     return model.eval()
 
 
-def pad_batch(problems: Sequence[Problem]) -> tuple[Any, Any, Any]:
+def pad_batch(problems: Sequence[Problem], vocab: dict[str, int] = VOCAB) -> tuple[Any, Any, Any]:
     """Right-padded ``(input_ids, attention_mask, labels)`` tensors for prompt + answer + ``</s>``.
 
     ``labels`` hold the next-token targets of the response positions (answer and ``</s>``) and -100 elsewhere, in the
@@ -50,9 +50,9 @@ def pad_batch(problems: Sequence[Problem]) -> tuple[Any, Any, Any]:
     """
     import torch
 
-    rows = [encode(p.prompt, p.answer) for p in problems]
+    rows = [encode(p.prompt, p.answer, vocab) for p in problems]
     width = max(len(ids) for ids, _ in rows)
-    input_ids = torch.full((len(rows), width), VOCAB[PAD], dtype=torch.long)
+    input_ids = torch.full((len(rows), width), vocab[PAD], dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     labels = torch.full((len(rows), width), -100, dtype=torch.long)
     for i, (ids, n_prompt) in enumerate(rows):
@@ -63,7 +63,11 @@ def pad_batch(problems: Sequence[Problem]) -> tuple[Any, Any, Any]:
 
 
 def answer_stats(
-    model: Any, problems: Sequence[Problem], batch_size: int = 1024, temperature: float = 1.0
+    model: Any,
+    problems: Sequence[Problem],
+    batch_size: int = 1024,
+    temperature: float = 1.0,
+    vocab: dict[str, int] = VOCAB,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per problem: the probability that one sampled response is right, and whether greedy decoding is right.
 
@@ -72,6 +76,7 @@ def answer_stats(
         problems: the tasks.
         batch_size: problems per forward pass.
         temperature: the sampling temperature the probability is for (logits are divided by it).
+        vocab: the task family's vocabulary (:func:`bots_verl.toy.tokenizer.vocab_of`).
 
     Returns:
         ``(pass_probability, greedy_correct)``, float64 and bool arrays of ``len(problems)``.
@@ -90,7 +95,7 @@ def answer_stats(
     try:
         with torch.no_grad():
             for lo in range(0, len(problems), batch_size):
-                input_ids, mask, labels = pad_batch(problems[lo : lo + batch_size])
+                input_ids, mask, labels = pad_batch(problems[lo : lo + batch_size], vocab)
                 logits = model(input_ids=input_ids, attention_mask=mask).logits[:, :-1].float() / temperature
                 target = labels[:, 1:]
                 scored = target != -100

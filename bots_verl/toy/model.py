@@ -52,12 +52,13 @@ class ModelSpec:
         return asdict(self)
 
 
-def build_model(spec: ModelSpec, seed: int) -> LlamaForCausalLM:
+def build_model(spec: ModelSpec, seed: int, vocab: dict[str, int] = VOCAB) -> LlamaForCausalLM:
     """A freshly initialised model; the same ``spec`` and ``seed`` give bitwise the same weights.
 
     Args:
         spec: the architecture.
         seed: fixes the initial weights (``torch.manual_seed`` right before construction).
+        vocab: the task family's vocabulary (:func:`bots_verl.toy.tokenizer.vocab_of`).
 
     Returns:
         The model in float32, in train mode.
@@ -66,23 +67,23 @@ def build_model(spec: ModelSpec, seed: int) -> LlamaForCausalLM:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(
-        vocab_size=len(VOCAB),
+        vocab_size=len(vocab),
         hidden_size=spec.hidden,
         intermediate_size=spec.intermediate,
         num_hidden_layers=spec.layers,
         num_attention_heads=spec.heads,
         num_key_value_heads=spec.heads,
         max_position_embeddings=spec.max_positions,
-        pad_token_id=VOCAB[PAD],
-        bos_token_id=VOCAB[BOS],
-        eos_token_id=VOCAB[EOS],
+        pad_token_id=vocab[PAD],
+        bos_token_id=vocab[BOS],
+        eos_token_id=vocab[EOS],
         tie_word_embeddings=True,
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
-    model.generation_config.pad_token_id = VOCAB[PAD]
-    model.generation_config.eos_token_id = VOCAB[EOS]
-    model.generation_config.bos_token_id = VOCAB[BOS]
+    model.generation_config.pad_token_id = vocab[PAD]
+    model.generation_config.eos_token_id = vocab[EOS]
+    model.generation_config.bos_token_id = vocab[BOS]
     return model
 
 

@@ -3,6 +3,7 @@
 Usage::
 
     python -m bots_verl.toy.prepare --out runs/toy/data [--seed 0] [--profile full|quick|ci] [--jobs 2]
+        [--family arith|code|logic]
 
 Stages (each skipped when its output exists for the same settings; a different setting in an existing output is an
 error naming the file, never a silent overwrite):
@@ -38,7 +39,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bots_verl.toy.build_profiles import BUILD_PROFILES, REFERENCE_COLUMNS, BuildProfile, PrepareError, seeded
+from bots_verl.toy.build_profiles import (
+    BUILD_PROFILES,
+    REFERENCE_COLUMNS,
+    BuildProfile,
+    PrepareError,
+    build_profile,
+    seeded,
+)
 from bots_verl.toy.build_stages import (
     StageTimer,
     read_json,
@@ -49,6 +57,7 @@ from bots_verl.toy.build_stages import (
     stage_warmups,
     write_json,
 )
+from bots_verl.toy.families import FAMILIES, family_of
 from bots_verl.toy.similarity_inputs import manifest_artifacts
 
 __all__ = ["main", "prepare", "shipped_artifacts"]
@@ -62,9 +71,9 @@ logger = logging.getLogger(__name__)
 SHIPPED = Path(__file__).resolve().parents[2] / "recipes" / "toy" / "artifacts"
 
 
-def shipped_artifacts(profile: str, seed: int) -> Path | None:
-    """The committed build of ``profile`` and ``seed`` (:data:`SHIPPED`), or None."""
-    folder = SHIPPED / f"{profile}_s{seed}"
+def shipped_artifacts(profile: str, seed: int, family: str = "arith") -> Path | None:
+    """The committed build of ``profile`` and ``seed`` of ``family`` (:data:`SHIPPED`), or None."""
+    folder = SHIPPED / (f"{profile}_s{seed}" if family == "arith" else f"{family}_{profile}_s{seed}")
     return folder if (folder / "manifest.json").is_file() else None
 
 
@@ -76,29 +85,33 @@ def prepare(
     policies: int = 1,
     calibrate: bool = True,
     argv: list[str] | None = None,
+    family: str = "arith",
 ) -> dict[str, Any]:
     """Build (or finish building) every artifact in ``out_dir``; returns the manifest.
 
     Args:
         out_dir: the artifact directory.
         seed: the benchmark seed: fixes the data and every warm-up (initial weights and data order).
-        profile: a :data:`BUILD_PROFILES` name or a :class:`BuildProfile`.
+        profile: a profile name of ``family`` (:data:`FAMILY_PROFILES`) or a :class:`BuildProfile` (its own family
+            is used).
         jobs: warm-ups and reference collections run at a time (one thread each).
         policies: separately warmed-up policies (``models/policy`` plus ``models/policy_p1`` ...); training seed
             ``s`` uses policy ``s % policies``.
         calibrate: run the calibration stage.
         argv: the command line, recorded in the manifest.
+        family: the task family (:mod:`bots_verl.toy.families`), recorded in the manifest: a build of another family
+            in ``out_dir`` is refused.
 
     Raises:
         PrepareError: conflicting existing artifacts or a failed stage.
     """
-    prof = BUILD_PROFILES[profile] if isinstance(profile, str) else profile
+    prof = build_profile(family, profile) if isinstance(profile, str) else profile
     if jobs < 1 or policies < 1:
         raise PrepareError(f"--jobs and --policies must be >= 1, got {jobs} and {policies}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     manifest_path = out / "manifest.json"
-    shipped = shipped_artifacts(prof.name, seed) if policies == 1 else None
+    shipped = shipped_artifacts(prof.name, seed, prof.family) if policies == 1 else None
     if shipped is not None and not manifest_path.exists() and not any(out.iterdir()):
         # every stage below finds its output done and checks it against the specs (a changed spec is an error)
         logger.info("starting from the shipped build %s", shipped)
@@ -106,7 +119,14 @@ def prepare(
     manifest = read_json(manifest_path) or {}
     if manifest.get("profile", prof.name) != prof.name or manifest.get("seed", seed) != seed:
         raise PrepareError(f"{out} holds profile {manifest['profile']!r} seed {manifest['seed']}; use another --out")
+    # a manifest without a family is an arithmetic build (every build made before the families existed)
+    if manifest and manifest.get("family", "arith") != prof.family:
+        raise PrepareError(
+            f"{out} holds a {manifest.get('family', 'arith')} build, not {prof.family}; use another --out"
+        )
     manifest.update(profile=prof.name, seed=seed, command=argv or manifest.get("command"))
+    if prof.family != "arith":
+        manifest["family"] = prof.family
 
     def run(name: str, fn: Callable[[StageTimer], Any]) -> Any:
         with StageTimer(manifest, name) as stage:
@@ -124,7 +144,7 @@ def prepare(
     manifest["references"] = run("references", lambda s: stage_references(out, prof, seed, jobs, s))
     manifest["similarity"] = run("similarity", lambda s: stage_similarity(out, prof, seed, s))
     if calibrate:
-        summary = run("calibration", lambda s: stage_calibration(out, policy_names, s))
+        summary = run("calibration", lambda s: stage_calibration(out, policy_names, s, prof.family))
         manifest["calibration"] = {"pool": summary["pool"], "heldout": summary["heldout"]}
     manifest["artifacts"] = {
         "train_files": str(out / "train.parquet"),
@@ -133,6 +153,8 @@ def prepare(
         "reference_columns": list(REFERENCE_COLUMNS),
         "task_id_field": "task_id",
         "max_response_length": prof.max_tokens,
+        # verl's data.max_prompt_length for another family (arithmetic's manifests are unchanged: 16)
+        **({} if prof.family == "arith" else {"max_prompt_length": family_of(prof.family).max_prompt_length}),
         **manifest_artifacts(out, REFERENCE_COLUMNS),
     }
     write_json(manifest_path, manifest)
@@ -150,11 +172,13 @@ def _dry_run(prof: BuildProfile, out: Path, seed: int, jobs: int, policies: int,
         for name, spec in (("policy", prof.policy), ("weak", prof.weak), ("strong", prof.strong))
     )
     state = "resumes the build there" if (out / "manifest.json").is_file() else "a new build"
-    pool = ", ".join(f"{k}-digit {v}" for k, v in sorted(prof.pool_per_cell.items()))
+    level = "{}-digit" if prof.family == "arith" else "level {}"
+    pool = ", ".join(f"{level.format(k)} {v}" for k, v in sorted(prof.pool_per_cell.items()))
+    family = "" if prof.family == "arith" else f"family {prof.family}, "
     print(
-        f"toy prepare dry run: profile {prof.name}, seed {seed}; pool tasks per cell {pool}; {prof.heldout_size} "
-        f"held-out prompts; warm-ups {warmups}, policies {policies}; reference columns n = {prof.reference_n}; "
-        f"calibration {'yes' if calibration else 'no'}; {jobs} jobs"
+        f"toy prepare dry run: {family}profile {prof.name}, seed {seed}; pool tasks per cell {pool}; "
+        f"{prof.heldout_size} held-out prompts; warm-ups {warmups}, policies {policies}; reference columns "
+        f"n = {prof.reference_n}; calibration {'yes' if calibration else 'no'}; {jobs} jobs"
     )
     print(f"toy prepare dry run: config OK ({out.resolve()}: {state}; nothing created)")
     return 0
@@ -166,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="artifact directory (a rerun resumes it)")
     parser.add_argument("--seed", type=int, default=0, help="benchmark seed (data, initial weights, data order)")
     parser.add_argument("--profile", choices=sorted(BUILD_PROFILES), default="full", help="sizes: full, quick or ci")
+    parser.add_argument(
+        "--family", choices=sorted(FAMILIES), default="arith", help="task family: arith (default), code or logic"
+    )
     parser.add_argument("--quick", action="store_true", help="shorthand for --profile quick")
     parser.add_argument("--jobs", type=int, default=2, help="warm-ups / reference collections at a time")
     parser.add_argument("--policies", type=int, default=1, help="separately warmed-up policies (seed s uses s %% K)")
@@ -176,15 +203,18 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     profile = "quick" if args.quick else args.profile
+    try:
+        prof = build_profile(args.family, profile)
+    except PrepareError as err:
+        print(f"toy prepare: {err}", file=sys.stderr)
+        return 2
     if args.dry_run:
-        return _dry_run(
-            BUILD_PROFILES[profile], Path(args.out), args.seed, args.jobs, args.policies, not args.no_calibration
-        )
+        return _dry_run(prof, Path(args.out), args.seed, args.jobs, args.policies, not args.no_calibration)
     try:
         manifest = prepare(
             args.out,
             args.seed,
-            profile,
+            prof,
             args.jobs,
             args.policies,
             not args.no_calibration,

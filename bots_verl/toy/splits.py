@@ -10,6 +10,9 @@ the reference pass-rate columns to the training file.
 The held-out set is drawn first, from the cells where the starting policy learns, then the pool from all cells with
 the held-out prompts excluded, so no held-out problem is ever trained on. Rows are shuffled with the seed, so the
 dataset order (what verl's sequential sampler and the ``sequential`` selector see) is not sorted by difficulty.
+
+The code and logic families (:mod:`bots_verl.toy.families`) use the same layout with their own ``data_source``,
+``ability``, ground truth (GURU's test JSON; the order as a JSON list) and difficulty features (:func:`schema_of`).
 """
 
 from __future__ import annotations
@@ -26,11 +29,12 @@ import pyarrow as pa
 
 from bots_verl.fileio import write_table_atomic
 from bots_verl.rewards.arith_reward import DATA_SOURCE
+from bots_verl.toy.families import family_of
 from bots_verl.toy.tasks import Cell, Problem, parse_prompt, sample_unique
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ABILITY", "SCHEMA", "build_split", "rows_of", "write_split"]
+__all__ = ["ABILITY", "SCHEMA", "build_split", "rows_of", "schema_of", "write_split"]
 
 ABILITY = "arith"
 
@@ -59,7 +63,19 @@ SCHEMA = pa.schema(
 )
 
 
-def build_split(counts: Mapping[Cell, int], seed: int, stream: int, exclude: Sequence[str] = ()) -> list[Problem]:
+def schema_of(family: str = "arith") -> pa.Schema:
+    """The parquet schema of a family's rows: :data:`SCHEMA` with the family's ``extra_info`` features."""
+    if family == "arith":
+        return SCHEMA
+    fields = [pa.field("split", pa.string()), pa.field("index", pa.int64()), pa.field("cell", pa.string())]
+    fields += [pa.field(name, kind) for name, kind in family_of(family).features]
+    i = SCHEMA.get_field_index("extra_info")
+    return SCHEMA.set(i, pa.field("extra_info", pa.struct(fields)))
+
+
+def build_split(
+    counts: Mapping[Cell, int], seed: int, stream: int, exclude: Sequence[str] = (), family: str = "arith"
+) -> list[Problem]:
     """Distinct problems (``counts`` per cell) in a seeded random order.
 
     Args:
@@ -67,11 +83,15 @@ def build_split(counts: Mapping[Cell, int], seed: int, stream: int, exclude: Seq
         seed: the benchmark seed.
         stream: which random stream of the seed (so the held-out set and the pool are independent draws).
         exclude: prompts that must not appear.
+        family: the task family (:mod:`bots_verl.toy.families`).
 
     Returns:
         The problems, shuffled.
     """
     rng = np.random.default_rng([seed, stream])
+    if family != "arith":
+        problems = family_of(family).sample_unique(counts, rng, exclude)
+        return [problems[i] for i in rng.permutation(len(problems))]
     excluded = set(exclude)
     taken = Counter(parse_prompt(p).cell for p in excluded)
     capped = {cell: min(n, cell.size - taken[cell]) for cell, n in counts.items()}
@@ -80,8 +100,21 @@ def build_split(counts: Mapping[Cell, int], seed: int, stream: int, exclude: Seq
     return [problems[i] for i in order]
 
 
-def rows_of(problems: Sequence[Problem], split: str) -> list[dict[str, Any]]:
-    """verl rows for ``problems``; the task id is the row position."""
+def rows_of(problems: Sequence[Problem], split: str, family: str = "arith") -> list[dict[str, Any]]:
+    """verl rows for ``problems`` of ``family``; the task id is the row position."""
+    if family != "arith":
+        fam = family_of(family)
+        return [
+            {
+                "data_source": fam.data_source,
+                "prompt": [{"role": "user", "content": problem.prompt}],
+                "ability": fam.ability,
+                "reward_model": {"style": "rule", "ground_truth": problem.ground_truth},
+                "extra_info": {"split": split, "index": index, "cell": problem.cell.name, **problem.features},
+                "task_id": index,
+            }
+            for index, problem in enumerate(problems)
+        ]
     rows = []
     for index, problem in enumerate(problems):
         cell = problem.cell
@@ -106,9 +139,10 @@ def rows_of(problems: Sequence[Problem], split: str) -> list[dict[str, Any]]:
     return rows
 
 
-def write_split(problems: Sequence[Problem], split: str, path: str | os.PathLike) -> Path:
-    """Write ``problems`` as a verl parquet, atomically (temp file, fsync, rename)."""
+def write_split(problems: Sequence[Problem], split: str, path: str | os.PathLike, family: str = "arith") -> Path:
+    """Write ``problems`` of ``family`` as a verl parquet, atomically (temp file, fsync, rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_table_atomic(pa.Table.from_pylist(rows_of(problems, split), schema=SCHEMA), path)
+    table = pa.Table.from_pylist(rows_of(problems, split, family), schema=schema_of(family))
+    write_table_atomic(table, path)
     return path

@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from bots_verl.fileio import publishing
+from bots_verl.toy.families import family_of
 from bots_verl.toy.likelihood import pad_batch
 from bots_verl.toy.model import ModelSpec, build_model, count_parameters
-from bots_verl.toy.tasks import Cell, Problem, ProblemStream
-from bots_verl.toy.tokenizer import build_tokenizer
+from bots_verl.toy.tasks import Problem
+from bots_verl.toy.tokenizer import build_tokenizer, vocab_of
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +57,10 @@ class WarmupSpec:
             rejects; the answer follows it, so the policy learns the arithmetic in both branches. Such a policy
             knows answers it often fails to deliver, the regime of an LLM whose pass@1 is far below its pass@k:
             GRPO can learn one behaviour that transfers to every task, which the toy's memorised arithmetic alone
-            does not offer (``recipes/toy/results/calibration.md``).
+            does not offer (``recipes/toy/results/calibration.md``). The code and logic families slip in their own
+            way (:class:`~bots_verl.toy.families.TaskFamily`).
+        family: the task family (:mod:`bots_verl.toy.families`): its cells name the mixture, its tokenizer and
+            problems are trained on.
     """
 
     model: ModelSpec
@@ -70,7 +74,8 @@ class WarmupSpec:
     data_seed: int = 0
     threads: int = 1
     slip: float = 0.0
-    _cells: tuple[Cell, ...] = field(init=False, repr=False, compare=False)
+    family: str = "arith"
+    _cells: tuple[Any, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch_size < 1 or self.threads < 1:
@@ -79,12 +84,13 @@ class WarmupSpec:
             raise ValueError(f"slip must be in [0, 1): {self}")
         if not (self.lr > 0 and math.isfinite(self.lr)) or self.warmup_steps < 0 or self.weight_decay < 0:
             raise ValueError(f"lr must be positive, warmup_steps and weight_decay non-negative: {self}")
-        object.__setattr__(self, "_cells", tuple(Cell.from_name(name) for name in self.mixture))
+        fam = family_of(self.family)  # an unknown family or a cell of another family raises ValueError here
+        object.__setattr__(self, "_cells", tuple(fam.cell_from_name(name) for name in self.mixture))
 
     @property
-    def cell_weights(self) -> dict[Cell, float]:
-        """The mixture keyed by :class:`Cell`."""
-        return {Cell.from_name(name): float(w) for name, w in self.mixture.items()}
+    def cell_weights(self) -> dict[Any, float]:
+        """The mixture keyed by the family's cells."""
+        return {cell: float(self.mixture[cell.name]) for cell in self._cells}
 
     def to_dict(self) -> dict[str, Any]:
         """As a JSON-ready dict (what ``warmup.json`` stores and compares)."""
@@ -92,6 +98,8 @@ class WarmupSpec:
         out.pop("_cells", None)
         if not self.slip:
             out.pop("slip")  # specs from before the field existed stay equal to theirs
+        if self.family == "arith":
+            out.pop("family")  # likewise: every arithmetic build's spec is unchanged
         out["mixture"] = {k: float(v) for k, v in sorted(self.mixture.items())}
         return out
 
@@ -167,19 +175,24 @@ class _Response(NamedTuple):
     answer: str
 
 
-def _with_slips(problems: list[Problem], share: float, rng: random.Random) -> list[Problem | _Response]:
-    """``problems`` with a stray ``=`` before the answer in about ``share`` of them (none when ``share`` is 0)."""
+def _with_slips(
+    problems: list[Problem], share: float, rng: random.Random, family: str = "arith"
+) -> list[Problem | _Response]:
+    """``problems`` with the family's format slip (arithmetic: a stray ``=`` before the answer) in about ``share``
+    of them (none when ``share`` is 0)."""
     if not share:
         return list(problems)
-    return [_Response(p.prompt, "=" + p.answer) if rng.random() < share else p for p in problems]
+    slip = family_of(family).slip
+    return [_Response(p.prompt, slip(p.answer)) if rng.random() < share else p for p in problems]
 
 
 def _train(spec: WarmupSpec, out: Path, exclude: Iterable[str], log_every: int) -> dict[str, Any]:
     import torch
 
     wall0, cpu0 = time.monotonic(), time.process_time()
-    stream = ProblemStream(spec.cell_weights, seed=spec.data_seed, exclude=exclude)
-    model = build_model(spec.model, seed=spec.init_seed)
+    stream = family_of(spec.family).stream(spec.mixture, seed=spec.data_seed, exclude=exclude)
+    vocab = vocab_of(spec.family)
+    model = build_model(spec.model, seed=spec.init_seed, vocab=vocab)
     model.train()
     slips = random.Random(f"slip-{spec.data_seed}")  # its own stream: slip 0 leaves the data as it was
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
@@ -194,7 +207,8 @@ def _train(spec: WarmupSpec, out: Path, exclude: Iterable[str], log_every: int) 
     for step in range(spec.steps):
         for group in optim.param_groups:
             group["lr"] = _lr_at(step, spec)
-        input_ids, mask, labels = pad_batch(_with_slips(stream.take(spec.batch_size), spec.slip, slips))
+        batch = _with_slips(stream.take(spec.batch_size), spec.slip, slips, spec.family)
+        input_ids, mask, labels = pad_batch(batch, vocab)
         loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
         optim.zero_grad(set_to_none=True)
         loss.backward()
@@ -215,6 +229,6 @@ def _train(spec: WarmupSpec, out: Path, exclude: Iterable[str], log_every: int) 
     }
     with publishing(out) as tmp:
         model.save_pretrained(str(tmp))
-        build_tokenizer(tmp)
+        build_tokenizer(tmp, spec.family)
         (tmp / RESULT_FILE).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return result
