@@ -26,6 +26,8 @@ def _fake_manifest(root: Path) -> dict:
     for name in ("train", "val"):
         pq.write_table(pa.table({"prompt": [[{"role": "user", "content": "12+34"}]]}), root / f"{name}.parquet")
     return {
+        "profile": "ci",
+        "seed": 0,
         "artifacts": {
             "train_files": str(root / "train.parquet"),
             "val_files": str(root / "val.parquet"),
