@@ -90,7 +90,7 @@ def prepare(
         argv: the command line, recorded in the manifest.
 
     Raises:
-        PrepareError: conflicting existing artifacts or a failed stage.
+        PrepareError: conflicting existing artifacts, files that are not a build's in ``out_dir``, or a failed stage.
     """
     prof = BUILD_PROFILES[profile] if isinstance(profile, str) else profile
     if jobs < 1 or policies < 1:
@@ -98,6 +98,12 @@ def prepare(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     manifest_path = out / "manifest.json"
+    if not manifest_path.exists() and not (out / "data.json").exists() and any(out.iterdir()):
+        # the data stage writes its record (data.json) with its files: files without either are not a build's
+        raise PrepareError(
+            f"{out} holds files but no toy build (no manifest.json or data.json), and a build writes val.parquet, "
+            "pool.parquet, train.parquet and models/ there; nothing written: use another --out, or empty that folder"
+        )
     shipped = shipped_artifacts(prof.name, seed) if policies == 1 else None
     if shipped is not None and not manifest_path.exists() and not any(out.iterdir()):
         # every stage below finds its output done and checks it against the specs (a changed spec is an error)

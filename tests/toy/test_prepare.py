@@ -220,3 +220,15 @@ def test_a_changed_train_file_rebuilds_the_labelled_columns(built, tmp_path) -> 
     known = np.isfinite(part)
     assert known.any()
     np.testing.assert_array_equal(part[known], changed[known])
+
+
+def test_a_folder_of_other_files_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    """Issue 59, item 5's sibling: a build wrote its val.parquet and pool.parquet over a folder's own files (the
+    benchmark's ``--out DIR`` builds into ``DIR/data``); only a build's own folder is resumed."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "val.parquet").write_bytes(b"the user's held-out set")
+    with pytest.raises(PrepareError, match=rf"{data} holds files but no toy build \(no manifest.json or data.json\)"):
+        prepare(data, seed=0, profile="ci", jobs=1)
+    assert [p.name for p in data.iterdir()] == ["val.parquet"]
+    assert (data / "val.parquet").read_bytes() == b"the user's held-out set"
