@@ -230,8 +230,9 @@ def check_recorded_settings(
 
     A planned run that finished (``done.json``) would be reused and one with a checkpoint resumed, so each is
     compared with the run asked for, setting by setting: its recorded command (:data:`COMMAND_FILE`, every override
-    but the run's labels and horizon, the benchmark folder's place aside), its ``done.json``, and the content of the
-    files it trained on (its run log's record). Nothing is written.
+    but the run's labels and horizon and its arm's own :data:`~bots_verl.toy.arms.VARIANTS` settings, the benchmark
+    folder's place aside), its ``done.json``, and the content of the files it trained on (its run log's record).
+    Nothing is written.
 
     Args:
         manifest: the build's ``manifest.json`` in ``<root>/data`` (the paths a run trains on).
