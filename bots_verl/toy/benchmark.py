@@ -10,9 +10,9 @@
 
 Every stage resumes: a run with a ``done.json`` is skipped, an interrupted run resumes from its last checkpoint
 (verl's ``resume_mode=auto``), evaluated steps are not evaluated again; a run finished at fewer steps than the profile
-asks trains on from its final checkpoint; each only under the settings the run recorded (else nothing trains). Runs pair by seed: the seed fixes verl's data
-order and rollout sampling and the selector's generator; every run starts from the same warmed-up policy (the
-paper's setting: one pretrained checkpoint per model size).
+asks trains on from its final checkpoint; each only under the settings the run recorded (else nothing trains). Runs
+pair by seed: the seed fixes verl's data order and rollout sampling and the selector's generator; every run starts
+from the same warmed-up policy (the paper's setting: one pretrained checkpoint per model size).
 
 The arms and profiles are in :mod:`bots_verl.toy.arms`, one run's training in :mod:`bots_verl.toy.training_runs`,
 the records in :mod:`bots_verl.toy.run_records`, the directory's lock in :mod:`bots_verl.toy.benchmark_lock` and the
