@@ -68,6 +68,20 @@ def shipped_artifacts(profile: str, seed: int) -> Path | None:
     return folder if (folder / "manifest.json").is_file() else None
 
 
+def _not_a_build(out: Path) -> str | None:
+    """Why ``out`` cannot take a build (files of something else in it), or None.
+
+    The data stage writes its record (``data.json``) with its files, and every stage the manifest: a folder with
+    files but neither is not a build's, and a build would write its ``val.parquet`` over what it holds.
+    """
+    if not out.is_dir() or (out / "manifest.json").exists() or (out / "data.json").exists() or not any(out.iterdir()):
+        return None
+    return (
+        f"{out} holds files but no toy build (no manifest.json or data.json), and a build writes val.parquet, "
+        "pool.parquet, train.parquet and models/ there; nothing written: use another --out, or empty that folder"
+    )
+
+
 def prepare(
     out_dir: str | os.PathLike,
     seed: int = 0,
@@ -98,12 +112,9 @@ def prepare(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     manifest_path = out / "manifest.json"
-    if not manifest_path.exists() and not (out / "data.json").exists() and any(out.iterdir()):
-        # the data stage writes its record (data.json) with its files: files without either are not a build's
-        raise PrepareError(
-            f"{out} holds files but no toy build (no manifest.json or data.json), and a build writes val.parquet, "
-            "pool.parquet, train.parquet and models/ there; nothing written: use another --out, or empty that folder"
-        )
+    foreign = _not_a_build(out)
+    if foreign:
+        raise PrepareError(foreign)
     shipped = shipped_artifacts(prof.name, seed) if policies == 1 else None
     if shipped is not None and not manifest_path.exists() and not any(out.iterdir()):
         # every stage below finds its output done and checks it against the specs (a changed spec is an error)
@@ -155,6 +166,10 @@ def _dry_run(prof: BuildProfile, out: Path, seed: int, jobs: int, policies: int,
         f"{name} {spec.steps} x {spec.batch_size}"
         for name, spec in (("policy", prof.policy), ("weak", prof.weak), ("strong", prof.strong))
     )
+    foreign = _not_a_build(out)
+    if foreign:
+        print(f"toy prepare dry run: {foreign}", file=sys.stderr)
+        return 2
     state = "resumes the build there" if (out / "manifest.json").is_file() else "a new build"
     pool = ", ".join(f"{k}-digit {v}" for k, v in sorted(prof.pool_per_cell.items()))
     print(
