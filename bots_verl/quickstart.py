@@ -8,9 +8,11 @@ prints, step by step, the share of each batch's groups that were mixed (some rol
 groups that give GRPO a gradient), and the posterior BOTS ends with, by problem size, beside the policy's exact pass
 rates. Each run leaves its run log (``meta.json``, ``metrics.jsonl`` with every ``bots/`` metric) under ``--out``.
 
-A rerun into the same ``--out`` replaces the two run folders (``random/``, ``bots/``) and reuses the testbed's data. It
-deletes only folders the quickstart wrote (each holds its :data:`MARKER` file): an ``--out`` whose ``random/`` or
-``bots/`` holds anything else is refused before anything is written or deleted.
+The testbed is the shipped build, copied into ``--out``'s ``data/`` on the first run and reused after; the quickstart
+never builds one (about 25 minutes, and other models on another CPU). A rerun into the same ``--out`` replaces the two
+run folders (``random/``, ``bots/``). It writes into and deletes only folders the quickstart wrote (each holds its
+:data:`MARKER` file): an ``--out`` whose ``random/``, ``bots/`` or ``data/`` holds anything else is refused before
+anything is written or deleted.
 
 What it shows is the mechanism, not the training benefit: the benefit is measured over 8 paired seeds x 90 steps in
 the toy testbed (``make toy``, README "Results").
@@ -22,6 +24,7 @@ import argparse
 import dataclasses
 import json
 import logging
+import os
 import shutil
 import sys
 import time
@@ -32,32 +35,89 @@ from bots_verl.runlog import ETR_METRIC, metrics_by_step
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["MARKER", "check_out_dir", "main", "posterior_by_size", "run_quickstart", "summarise", "train_arms"]
+__all__ = [
+    "MARKER",
+    "check_out_dir",
+    "main",
+    "posterior_by_size",
+    "run_quickstart",
+    "shipped_testbed",
+    "summarise",
+    "train_arms",
+]
 
 ARMS = ("random", "bots")
-#: written into each run folder the quickstart creates: the only folders a later quickstart deletes
+#: written into each folder the quickstart creates: the only folders a later quickstart writes into or deletes
 MARKER = ".bots_quickstart_run"
+#: the folders the quickstart writes under ``--out``, and what it does to each
+_FOLDERS = {
+    **{arm: ("run folder", "a quickstart run replaces it") for arm in ARMS},
+    "data": ("data folder", "the quickstart copies the shipped toy testbed into it"),
+}
 
 
 def check_out_dir(out: Path) -> None:
-    """Refuse an ``--out`` whose run folders the quickstart would delete but did not write.
+    """Refuse an ``--out`` whose folders the quickstart would write into or delete but did not write.
 
-    A run folder (``out/random``, ``out/bots``) may be absent, empty, or hold :data:`MARKER` (an earlier quickstart's
-    run); anything else (another run's checkpoints, a file, a link) is refused and nothing is deleted.
+    A run folder (``out/random``, ``out/bots``) or the testbed's ``out/data`` may be absent, empty, or hold
+    :data:`MARKER` (an earlier quickstart's); anything else (another run's checkpoints, the user's own data, a file, a
+    link) is refused and nothing is written or deleted.
 
     Raises:
         ValueError: naming the folder.
     """
-    for arm in ARMS:
-        run_dir = out / arm
-        if run_dir.is_symlink() or (run_dir.exists() and not run_dir.is_dir()):
-            kind = "a link" if run_dir.is_symlink() else "a file"
-            raise ValueError(f"{run_dir} is {kind}, not a quickstart run folder; nothing deleted: use another --out")
-        if run_dir.is_dir() and not (run_dir / MARKER).is_file() and any(run_dir.iterdir()):
+    for name, (label, fate) in _FOLDERS.items():
+        folder = out / name
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            kind = "a link" if folder.is_symlink() else "a file"
+            raise ValueError(f"{folder} is {kind}, not a quickstart {label}; nothing deleted: use another --out")
+        if folder.is_dir() and not (folder / MARKER).is_file() and any(folder.iterdir()):
             raise ValueError(
-                f"{run_dir} was not written by the quickstart (no {MARKER}), and a quickstart run replaces it; "
-                "nothing deleted: use another --out, or move that folder away"
+                f"{folder} was not written by the quickstart (no {MARKER}), and {fate}; nothing deleted or written: "
+                "use another --out, or move that folder away"
             )
+
+
+def shipped_testbed(data_dir: Path) -> dict[str, Any]:
+    """The shipped toy testbed build (``recipes/toy/artifacts/full_s0``) in ``data_dir``, its manifest; never a build.
+
+    An absent or empty ``data_dir`` gets a copy (written whole or not at all, marked with :data:`MARKER`); one that
+    holds every file of the shipped build is reused, and :func:`~bots_verl.toy.prepare.prepare` finds every stage
+    done. Call :func:`check_out_dir` first.
+
+    Raises:
+        RuntimeError: the shipped build is missing (saying how to get it), or ``data_dir`` lacks one of its files.
+    """
+    from bots_verl.toy.prepare import SHIPPED, prepare, shipped_artifacts
+
+    shipped = shipped_artifacts("full", 0)
+    if shipped is None:
+        raise RuntimeError(
+            f"the shipped toy testbed build {SHIPPED / 'full_s0'} is missing, and the quickstart never builds one "
+            "(about 25 minutes on 2 cores, other models on another CPU): it comes with the repository, so run the "
+            "quickstart from a git clone of bots-verl, or restore the folder with "
+            "`git checkout -- recipes/toy/artifacts/full_s0`"
+        )
+    if not data_dir.is_dir() or not any(data_dir.iterdir()):
+        # copied beside it and renamed into place: an interrupted copy leaves no half build that a rerun would finish
+        # by building the rest
+        partial = data_dir.with_name(f".{data_dir.name}.copying-{os.getpid()}")
+        try:
+            shutil.copytree(shipped, partial)
+            (partial / MARKER).write_text("written by python -m bots_verl.quickstart: the shipped toy testbed\n")
+            if data_dir.is_dir():
+                data_dir.rmdir()  # empty (checked above)
+            partial.rename(data_dir)
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+    files = sorted(str(p.relative_to(shipped)) for p in shipped.rglob("*") if p.is_file())
+    missing = [name for name in files if not (data_dir / name).is_file()]
+    if missing:
+        raise RuntimeError(
+            f"{data_dir} lacks {', '.join(missing[:3])}{' ...' * (len(missing) > 3)} of the shipped toy testbed, and "
+            f"the quickstart never builds one: remove {data_dir} (the quickstart wrote it) and rerun to copy it again"
+        )
+    return prepare(data_dir, seed=0, profile="full", jobs=1)
 
 
 def _train(manifest: dict[str, Any], arm: str, steps: int, out: Path, timeout: float) -> Path:
@@ -145,18 +205,18 @@ def posterior_by_size(data_pt: Path, data_dir: Path) -> list[dict[str, Any]]:
 
 
 def run_quickstart(out: Path, steps: int, timeout: float = 900.0) -> dict[str, Any]:
-    """Train Random and BOTS for ``steps`` steps each in ``out`` and return what the report prints.
+    """Train Random and BOTS for ``steps`` steps each in ``out`` on the shipped testbed and return what the report
+    prints.
 
     Raises:
-        ValueError: for an ``out`` holding run folders the quickstart did not write (:func:`check_out_dir`).
-        RuntimeError: when a training run fails.
+        ValueError: for an ``out`` holding folders the quickstart did not write (:func:`check_out_dir`).
+        RuntimeError: when the shipped testbed is missing or incomplete (:func:`shipped_testbed`), or a training run
+            fails.
     """
-    from bots_verl.toy.prepare import prepare
-
     check_out_dir(out)
     out.mkdir(parents=True, exist_ok=True)
-    print(f"quickstart: the shipped toy testbed into {out / 'data'}", flush=True)
-    manifest = prepare(out / "data", seed=0, profile="full", jobs=1)
+    print(f"quickstart: the shipped toy testbed in {out / 'data'}", flush=True)
+    manifest = shipped_testbed(out / "data")
     return summarise(train_arms(manifest, out, steps, timeout), out / "data")
 
 

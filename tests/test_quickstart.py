@@ -1,6 +1,7 @@
 """``make quickstart``: its report on two real training runs (the session's toy benchmark runs: one pair of real fits
 serves both), its two training commands on the shipped toy build (dry runs of ``bots_verl.main``), and the ``--out``
-guard: a rerun replaces only the run folders a quickstart wrote (issue 47).
+guard: a rerun replaces only the run folders a quickstart wrote (issue 47) and writes the testbed only into a data
+folder it wrote, never building one (issue 59, item 5).
 """
 
 from __future__ import annotations
@@ -66,11 +67,10 @@ def test_both_arms_on_the_shipped_build_pass_verls_and_bots_config_checks(tmp_pa
     import subprocess
     import sys
 
-    from bots_verl.toy.prepare import prepare
     from bots_verl.verl_cpu import smoke
 
     out = tmp_path / "qs"
-    manifest = prepare(out / "data", seed=0, profile="full", jobs=1)
+    manifest = quickstart.shipped_testbed(out / "data")  # copied, and every stage found done by the real prepare
 
     def dry_run(overrides, cwd, log, timeout):
         argv = [sys.executable, "-m", "bots_verl.main", *overrides, "bots.dry_run=true"]
@@ -171,3 +171,54 @@ def test_the_readmes_sample_output_is_an_excerpt_of_the_recorded_run() -> None:
     for line in sample_lines:
         assert line in report[position:], f"README sample line not in the recorded report (in order): {line!r}"
         position = report.index(line, position) + 1
+# ------------------------------------------------------------------------------- the testbed's data (issue 59, item 5)
+def test_an_out_whose_data_holds_the_users_files_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture, no_training: list[str]
+) -> None:
+    """The user's own ``DIR/data/val.parquet`` was overwritten, ``pool.parquet`` added and a build of hours started,
+    while the quickstart said "the shipped toy testbed"."""
+    out = tmp_path / "experiments"
+    (out / "data").mkdir(parents=True)
+    (out / "data" / "val.parquet").write_bytes(b"the user's held-out set")
+    assert main(["--steps", "1", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"{out / 'data'} was not written by the quickstart (no {MARKER})" in err and "nothing deleted" in err
+    assert sorted(p.name for p in (out / "data").iterdir()) == ["val.parquet"]
+    assert (out / "data" / "val.parquet").read_bytes() == b"the user's held-out set"
+    assert no_training == [] and sorted(p.name for p in out.iterdir()) == ["data"]
+
+
+def test_without_the_shipped_testbed_nothing_is_built(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, no_training: list[str]
+) -> None:
+    from bots_verl.toy import prepare
+
+    monkeypatch.setattr(prepare, "SHIPPED", tmp_path / "not_shipped")
+    out = tmp_path / "qs"
+    assert main(["--steps", "1", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"the shipped toy testbed build {tmp_path / 'not_shipped' / 'full_s0'} is missing" in err
+    assert "git checkout -- recipes/toy/artifacts/full_s0" in err
+    assert no_training == [] and not (out / "data").exists()
+
+
+def test_the_shipped_testbed_is_copied_once_and_never_completed_by_a_build(
+    tmp_path: Path, no_training: list[str]
+) -> None:
+    from bots_verl.toy.prepare import shipped_artifacts
+
+    shipped = shipped_artifacts("full", 0)
+    assert shipped is not None
+    data = tmp_path / "qs" / "data"
+    quickstart.shipped_testbed(data)
+    files = {str(p.relative_to(shipped)) for p in shipped.rglob("*") if p.is_file()}
+    assert {str(p.relative_to(data)) for p in data.rglob("*") if p.is_file()} == files | {MARKER}
+    assert [p.name for p in data.parent.iterdir()] == ["data"]  # no copy left beside it
+    check_out_dir(data.parent)  # the quickstart's own: accepted by a rerun
+    (data / "notes.txt").write_text("kept")
+    quickstart.shipped_testbed(data)  # reused, not copied again
+    assert (data / "notes.txt").read_text() == "kept"
+    (data / "models" / "strong" / "model.safetensors").unlink()
+    with pytest.raises(RuntimeError, match=r"lacks models/strong/model.safetensors of the shipped toy testbed"):
+        quickstart.shipped_testbed(data)
+    assert no_training == [f"prepare {data}"] * 2  # the incomplete copy never reached prepare's stages

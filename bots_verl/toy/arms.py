@@ -14,6 +14,7 @@ __all__ = [
     "VARIANTS",
     "BenchmarkProfile",
     "arm_settings",
+    "check_profile",
     "cluster_gpus",
     "training_overrides",
 ]
@@ -191,8 +192,47 @@ def arm_settings(arm: str) -> tuple[str, tuple[str, ...]]:
     from bots_verl.core import SELECTORS
 
     selector, extra = VARIANTS.get(arm, (arm, ()))
-    SELECTORS.lookup(selector)
+    try:
+        SELECTORS.lookup(selector)
+    except ValueError as exc:
+        raise ValueError(
+            f"arm {arm!r}: {exc}; an arm is a registered selector or one of {sorted(VARIANTS)} (arms tried and "
+            "retired, and how to rerun them: recipes/toy/results/RETIRED.md)"
+        ) from exc
     return selector, extra
+
+
+def check_profile(profile: BenchmarkProfile) -> None:
+    """Refuse a profile the benchmark cannot run: unknown arms, no ``random`` arm, sizes below 1, no seeds, an arm or
+    seed twice.
+
+    A repeated arm or seed would plan one run twice, and both copies would train in the same run directory at once.
+    Every table pairs an arm with Random's run of the same seed, so an arm list without ``random`` would train for
+    hours and then fail in the main table; finished Random runs are found and not retrained, so adding an arm to a
+    benchmark directory costs only its own runs.
+
+    Raises:
+        ValueError: naming the setting.
+    """
+    for arm in profile.selectors:
+        arm_settings(arm)
+    if "random" not in profile.selectors:
+        raise ValueError(
+            f"--selectors {' '.join(profile.selectors)} leaves out random: every table pairs each arm with Random's "
+            "run of the same seed (add random; its finished runs are not retrained)"
+        )
+    for name in ("steps", "prompts", "n", "eval_every", "jobs"):
+        if getattr(profile, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(profile, name)}")
+    if not profile.seeds:
+        raise ValueError("no seeds")
+    for name, values in (("--selectors", profile.selectors), ("--seeds", profile.seeds)):
+        twice = sorted({str(v) for v in values if values.count(v) > 1})
+        if twice:
+            raise ValueError(
+                f"{name} names {', '.join(twice)} more than once: name each once (a run is planned, trained and "
+                "summarised once; twice, both copies would train in one run directory at once)"
+            )
 
 
 def cluster_gpus(plan: list[tuple[str, int]]) -> int:

@@ -10,9 +10,9 @@
 
 Every stage resumes: a run with a ``done.json`` is skipped, an interrupted run resumes from its last checkpoint
 (verl's ``resume_mode=auto``), evaluated steps are not evaluated again; a run finished at fewer steps than the profile
-asks trains on from its final checkpoint. Runs pair by seed: the seed fixes verl's data
-order and rollout sampling and the selector's generator; every run starts from the same warmed-up policy (the
-paper's setting: one pretrained checkpoint per model size).
+asks trains on from its final checkpoint; each only under the settings the run recorded (else nothing trains). Runs
+pair by seed: the seed fixes verl's data order and rollout sampling and the selector's generator; every run starts
+from the same warmed-up policy (the paper's setting: one pretrained checkpoint per model size).
 
 The arms and profiles are in :mod:`bots_verl.toy.arms`, one run's training in :mod:`bots_verl.toy.training_runs`,
 the records in :mod:`bots_verl.toy.run_records`, the directory's lock in :mod:`bots_verl.toy.benchmark_lock` and the
@@ -36,15 +36,15 @@ from pathlib import Path
 from typing import Any
 
 from bots_verl.fileio import write_json_atomic
-from bots_verl.toy.arms import DEFAULT_OUT, PROFILES, BenchmarkProfile, arm_settings, cluster_gpus
+from bots_verl.toy.arms import DEFAULT_OUT, PROFILES, BenchmarkProfile, check_profile, cluster_gpus
 from bots_verl.toy.benchmark_lock import directory_lock
 from bots_verl.toy.benchmark_summary import add_paired, analyse, summarize_finished, summary_markdown
-from bots_verl.toy.run_records import finished_record, median, run_dir_of
+from bots_verl.toy.run_records import check_recorded_settings, finished_record, median, run_dir_of
 from bots_verl.toy.training_runs import STOPPING, run_results, stop_children, train_one
 from bots_verl.verl_cpu.cluster import SharedRayCluster
 from bots_verl.verl_cpu.launch import MIN_RAY_CPUS
 
-__all__ = ["check_profile", "main", "run_benchmark"]
+__all__ = ["main", "run_benchmark"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +68,8 @@ def run_benchmark(
 
     Raises:
         RuntimeError: another benchmark holds ``root``, or a run failed.
-        ValueError: a profile with repeated arms or seeds, or a finished run's unreadable ``done.json``.
+        ValueError: a profile with repeated arms or seeds, a finished run's unreadable ``done.json``, or a finished or
+            interrupted run of other settings in ``root`` (:func:`~bots_verl.toy.run_records.check_recorded_settings`).
     """
     check_profile(profile)
     with directory_lock(root):
@@ -93,6 +94,8 @@ def _run_benchmark(
 
     tasks = (problems(manifest["artifacts"]["val_files"]), problems(manifest["artifacts"]["train_files"]))
     plan = [(sel, seed) for seed in profile.seeds for sel in profile.selectors]
+    # before anything trains: a finished run is reused, and an interrupted one resumed, only under its own settings
+    check_recorded_settings(manifest, profile, root, plan)
     train_start = time.monotonic()
     STOPPING.clear()
     pending = [(s, seed) for s, seed in plan if finished_record(run_dir_of(root, s, seed), profile.steps_of(s)) is None]
@@ -132,36 +135,6 @@ def _run_benchmark(
     add_paired(root, summary, tables)
     (root / "summary.md").write_text(summary_markdown(summary, tables, manifest, data_dir))
     return summary
-
-
-def check_profile(profile: BenchmarkProfile) -> None:
-    """Refuse a profile the benchmark cannot run: unknown arms, no ``random`` arm, sizes below 1, no seeds, an arm or
-    seed twice.
-
-    A repeated arm or seed would plan one run twice, and both copies would train in the same run directory at once.
-    Every table pairs an arm with Random's run of the same seed, so an arm list without ``random`` would train for
-    hours and then fail in the main table; finished Random runs are found and not retrained, so adding an arm to a
-    benchmark directory costs only its own runs.
-
-    Raises:
-        ValueError: naming the setting.
-    """
-    for arm in profile.selectors:
-        arm_settings(arm)
-    if "random" not in profile.selectors:
-        raise ValueError(
-            f"--selectors {' '.join(profile.selectors)} leaves out random: every table pairs each arm with Random's "
-            "run of the same seed (add random; its finished runs are not retrained)"
-        )
-    for name in ("steps", "prompts", "n", "eval_every", "jobs"):
-        if getattr(profile, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(profile, name)}")
-    if not profile.seeds:
-        raise ValueError("no seeds")
-    for name, values in (("--selectors", profile.selectors), ("--seeds", profile.seeds)):
-        twice = sorted({str(v) for v in values if values.count(v) > 1})
-        if twice:
-            raise ValueError(f"{name} names {', '.join(twice)} more than once: each run would be trained twice at once")
 
 
 def _dry_run(profile: BenchmarkProfile, root: Path) -> int:

@@ -77,6 +77,20 @@ def shipped_artifacts(profile: str, seed: int, family: str = "arith") -> Path | 
     return folder if (folder / "manifest.json").is_file() else None
 
 
+def _not_a_build(out: Path) -> str | None:
+    """Why ``out`` cannot take a build (files of something else in it), or None.
+
+    The data stage writes its record (``data.json``) with its files, and every stage the manifest: a folder with
+    files but neither is not a build's, and a build would write its ``val.parquet`` over what it holds.
+    """
+    if not out.is_dir() or (out / "manifest.json").exists() or (out / "data.json").exists() or not any(out.iterdir()):
+        return None
+    return (
+        f"{out} holds files but no toy build (no manifest.json or data.json), and a build writes val.parquet, "
+        "pool.parquet, train.parquet and models/ there; nothing written: use another --out, or empty that folder"
+    )
+
+
 def prepare(
     out_dir: str | os.PathLike,
     seed: int = 0,
@@ -103,7 +117,7 @@ def prepare(
             in ``out_dir`` is refused.
 
     Raises:
-        PrepareError: conflicting existing artifacts or a failed stage.
+        PrepareError: conflicting existing artifacts, files that are not a build's in ``out_dir``, or a failed stage.
     """
     prof = build_profile(family, profile) if isinstance(profile, str) else profile
     if jobs < 1 or policies < 1:
@@ -111,6 +125,9 @@ def prepare(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     manifest_path = out / "manifest.json"
+    foreign = _not_a_build(out)
+    if foreign:
+        raise PrepareError(foreign)
     shipped = shipped_artifacts(prof.name, seed, prof.family) if policies == 1 else None
     if shipped is not None and not manifest_path.exists() and not any(out.iterdir()):
         # every stage below finds its output done and checks it against the specs (a changed spec is an error)
@@ -171,6 +188,10 @@ def _dry_run(prof: BuildProfile, out: Path, seed: int, jobs: int, policies: int,
         f"{name} {spec.steps} x {spec.batch_size}"
         for name, spec in (("policy", prof.policy), ("weak", prof.weak), ("strong", prof.strong))
     )
+    foreign = _not_a_build(out)
+    if foreign:
+        print(f"toy prepare dry run: {foreign}", file=sys.stderr)
+        return 2
     state = "resumes the build there" if (out / "manifest.json").is_file() else "a new build"
     level = "{}-digit" if prof.family == "arith" else "level {}"
     pool = ", ".join(f"{level.format(k)} {v}" for k, v in sorted(prof.pool_per_cell.items()))

@@ -25,7 +25,7 @@ from bots_verl.fileio import write_json_atomic
 from bots_verl.runlog import TOY_EXACT_METRIC, TOY_POOL_METRIC
 from bots_verl.toy.arms import BenchmarkProfile, training_overrides
 from bots_verl.toy.evaluate import checkpoint_steps, evaluate_checkpoints
-from bots_verl.toy.run_records import finished_record, median, read_done, run_dir_of
+from bots_verl.toy.run_records import finished_record, median, read_done, run_dir_of, write_command
 from bots_verl.verl_cpu.cluster import SharedRayCluster
 from bots_verl.verl_cpu.smoke import ENV as TRAINING_ENV
 from bots_verl.verl_cpu.verl_registrations import TRAIN_THREADS_ENV
@@ -94,7 +94,7 @@ def train_one(
         logger.info("%s: no checkpoint to resume from; removing the earlier attempt's run log", run_dir.name)
         shutil.rmtree(run_dir / "run")
     overrides = training_overrides(manifest, profile, selector, seed, run_dir)
-    (run_dir / "command.txt").write_text(" ".join(["python -m bots_verl.main", *overrides]) + "\n")
+    write_command(run_dir, overrides)
     env = {**os.environ, **{k: os.environ.get(k, v) for k, v in TRAINING_ENV.items()}}
     env.setdefault(TRAIN_THREADS_ENV, str(_threads_per_run(profile.jobs)))
     start = time.monotonic()

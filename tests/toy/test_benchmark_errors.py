@@ -3,6 +3,7 @@ the paired statistics are wired into the summary. The training command is replac
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import signal
@@ -16,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bots_verl.toy import benchmark, benchmark_lock, benchmark_summary, run_records, training_runs
+from bots_verl.toy.arms import PROFILES
 
 RESULTS = Path(__file__).resolve().parents[2] / "recipes" / "toy" / "results"
 
@@ -26,6 +28,8 @@ def _fake_manifest(root: Path) -> dict:
     for name in ("train", "val"):
         pq.write_table(pa.table({"prompt": [[{"role": "user", "content": "12+34"}]]}), root / f"{name}.parquet")
     return {
+        "profile": "ci",
+        "seed": 0,
         "artifacts": {
             "train_files": str(root / "train.parquet"),
             "val_files": str(root / "val.parquet"),
@@ -268,3 +272,41 @@ def test_a_failed_analysis_says_why(tmp_path: Path) -> None:
     text = str(info.value)
     assert text.startswith("the main table (analysis.tables) failed with exit status 2: error: run toy/random/seed0")
     assert f"metric '{TOY_EXACT_METRIC}' at step 2: accuracy 7.5 is outside [0, 1]" in text
+
+
+# ---- issue 59, item 3: a resume under other settings --------------------------------------------------------------
+def _interrupted(root: Path, lr: float) -> Path:
+    """A ci run stopped after its first checkpoint, its command recorded by the benchmark's own run start."""
+    run_dir = root / "runs" / "random_s0"
+    (run_dir / "ckpt" / "global_step_1").mkdir(parents=True)
+    profile = dataclasses.replace(PROFILES["ci"], lr=lr)
+    training_runs.STOPPING.set()  # the run records its command, then finds the benchmark stopping
+    try:
+        with pytest.raises(RuntimeError, match="not started"):
+            training_runs.train_one(_fake_manifest(root / "data"), profile, "random", 0, root, ([], []), 10.0)
+    finally:
+        training_runs.STOPPING.clear()
+    return run_dir
+
+
+def test_an_interrupted_run_resumes_only_under_its_settings(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The sweep of item 3: a run with a checkpoint and no done.json resumes; with other settings it is refused before
+    any run trains (the entry point's own check would come only when the run's turn came). The folder's name has a
+    space: the recorded command is shell-quoted and reads back."""
+    root = tmp_path / "my runs"
+    _fake_prepare(root, monkeypatch)
+    run_dir = _interrupted(root, lr=PROFILES["ci"].lr)
+    started: list[list[str]] = []
+
+    def popen(cmd: list[str], **kwargs: object) -> None:
+        started.append(cmd)
+        raise OSError("no training in this test")
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    argv = ["--profile", "ci", "--selectors", "random", "--own-clusters", "--out", str(root)]
+    assert benchmark.main([*argv, "--lr", "0.5"]) == 1
+    err = capsys.readouterr().err
+    assert f"{run_dir} holds a run of other settings than asked (actor_rollout_ref.actor.optim.lr: recorded " in err
+    assert "asked 0.5)" in err and not started
+    assert benchmark.main(argv) == 1  # its own settings: it resumes (and the stand-in training fails)
+    assert len(started) == 1 and "no training in this test" in capsys.readouterr().err

@@ -15,7 +15,7 @@ import pytest
 from bots_verl.integration.evidence.task_index import TaskIndex, check_parquet_columns, read_reference_columns
 from bots_verl.rewards import compute_score
 from bots_verl.toy.build_profiles import BUILD_PROFILES, REFERENCE_COLUMNS, PrepareError
-from bots_verl.toy.prepare import prepare
+from bots_verl.toy.prepare import main, prepare
 from bots_verl.toy.tasks import parse_prompt
 
 
@@ -220,3 +220,17 @@ def test_a_changed_train_file_rebuilds_the_labelled_columns(built, tmp_path) -> 
     known = np.isfinite(part)
     assert known.any()
     np.testing.assert_array_equal(part[known], changed[known])
+
+
+def test_a_folder_of_other_files_is_refused_and_left_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 59, item 5's sibling: a build wrote its val.parquet and pool.parquet over a folder's own files (the
+    benchmark's ``--out DIR`` builds into ``DIR/data``); only a build's own folder is resumed."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "val.parquet").write_bytes(b"the user's held-out set")
+    with pytest.raises(PrepareError, match=rf"{data} holds files but no toy build \(no manifest.json or data.json\)"):
+        prepare(data, seed=0, profile="ci", jobs=1)
+    monkeypatch.setattr("signal.signal", lambda *args: None)  # main's SIGTERM handler would outlive the test
+    assert main(["--out", str(data), "--profile", "ci", "--dry-run"]) == 2  # the dry run says so too
+    assert [p.name for p in data.iterdir()] == ["val.parquet"]
+    assert (data / "val.parquet").read_bytes() == b"the user's held-out set"
