@@ -171,6 +171,8 @@ def test_the_readmes_sample_output_is_an_excerpt_of_the_recorded_run() -> None:
     for line in sample_lines:
         assert line in report[position:], f"README sample line not in the recorded report (in order): {line!r}"
         position = report.index(line, position) + 1
+
+
 # ------------------------------------------------------------------------------- the testbed's data (issue 59, item 5)
 def test_an_out_whose_data_holds_the_users_files_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture, no_training: list[str]

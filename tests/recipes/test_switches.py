@@ -343,6 +343,8 @@ def test_the_cpu_modes_length_limit_is_the_tiny_models() -> None:
 def test_a_typed_cpu_model_dir_is_kept_for_the_vllm_engine(stub: dict, tmp_path: Path) -> None:
     given = _cpu_command(stub, tmp_path, CPU_ROLLOUT="vllm", CPU_MODEL_DIR=str(tmp_path / "mine"))
     assert given["actor_rollout_ref.model.path"] == str(tmp_path / "mine")
+
+
 @pytest.mark.parametrize(
     ("script", "graph"),
     [
