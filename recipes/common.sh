@@ -154,6 +154,9 @@ bots_cpu_mode() {
     # more, and the math pool of the GURU-shaped fixture the CPU checks train on has 12
     if [[ " ${METHOD_ARGS[*]} " == *" bots.task_embeddings="* ]]; then
         CPU_ARGS+=("+bots.hparams.graph_k=${CPU_GRAPH_K:-4}")
+        # the run is that method with another graph_k, and its label says so (a selector's name means its defaults)
+        # (quoted: hydra reads an unquoted '=' in a value as a second assignment)
+        label="'$label+graph_k=${CPU_GRAPH_K:-4}'"
     fi
 }
 
@@ -259,6 +262,7 @@ bots_launch() {
     : "${DOMAIN:?set DOMAIN}" "${MODEL_PATH:?set MODEL_PATH}" "${METHOD:?set METHOD}"
     bots_check_settings || return
     local method=$METHOD
+    local label=$METHOD  # bots.run_log.method: what meta.json calls the run (the CPU mode may qualify it)
     local val_files
     val_files=$(bots_val_files "$DOMAIN") || return 1
     bots_method_args "$method" || return 1
@@ -336,7 +340,7 @@ bots_launch() {
         "bots.seed=$SEED"
         "bots.run_log.dir=$run_dir"
         "bots.run_log.domain=$DOMAIN"
-        "bots.run_log.method=$method"
+        "bots.run_log.method=$label"
         "bots.gpu_memory.check=$([[ $GPU_MEMORY_CHECK == 1 ]] && echo true || echo false)"
     )
     if [[ -n $GPU_MEMORY_GIB ]]; then

@@ -166,6 +166,25 @@ def test_every_recipe_dry_run_validates(tmp_path: Path, data_dir: Path) -> None:
         assert config.actor_rollout_ref.model.path == model
 
 
+def test_the_cpu_modes_graph_runs_validate_under_a_label_that_names_their_graph_k(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    """The CPU mode gives the task-graph methods 4 neighbours (the fixture's pool is small); a selector's name as the
+    label means its defaults, so the label says ``+graph_k=4`` and ``check_config`` accepts it (issue 59: the CPU
+    record of ``bots_noref`` failed on its label once the label check covered ``graph_k``)."""
+    from bots_verl.main import check_config
+
+    scripts = [s for s in ABLATIONS if s.stem.endswith(("_bots_noref", "_bots_ref10"))]
+    assert len(scripts) == 2
+    recorded: dict[str, list[str]] = {}
+    for script in scripts:
+        recorded.update(record(script, tmp_path / script.stem, data_dir, RUN_ROOT=str(tmp_path / "runs"), CPU="1"))
+    for (name, argv), config in zip(recorded.items(), compose(recorded.values()), strict=True):
+        label = name.split("-instruct-cpu_", 1)[1].rsplit("_s", 1)[0] + "+graph_k=4"
+        assert value(argv, "bots.run_log.method") == f"'{label}'" and value(argv, "+bots.hparams.graph_k") == "4"
+        assert check_config(config).run_log.method == label, name
+
+
 def test_selector_override_wins_with_its_label_or_fails(tmp_path: Path, data_dir: Path) -> None:
     """Issue 14: appending a selector to a BOTS script must not run one thing and log another."""
     from bots_verl.main import check_config
