@@ -1,5 +1,5 @@
-"""``python -m bots_verl.core --list``: every registered selector, evidence plug-in and selection rule, grouped as
-the paper's, the peers' and ours."""
+"""``python -m bots_verl.core --list``: every registered selector, evidence plug-in, selection rule and Beta-selector
+option, grouped as the paper's, the peers' and ours."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bots_verl.core import EVIDENCE, SELECTION_RULES, SELECTORS
+from bots_verl.core.paper.bots_selectors import BETA_OPTIONS
 from bots_verl.core.registry import GROUPS, OTHER_GROUP, Registry, defaults_of, summary_of
 
 logger = logging.getLogger(__name__)
@@ -18,6 +19,7 @@ _SECTIONS: tuple[tuple[str, Registry[Any], str], ...] = (
     ("selectors", SELECTORS, "build_selector(name, ...) / bots.selector=<name>"),
     ("evidence plug-ins", EVIDENCE, "hyperparameter evidence=<name> of the Beta selectors"),
     ("selection rules", SELECTION_RULES, "hyperparameter selection=<name> of the Beta selectors"),
+    ("options", BETA_OPTIONS, "every Beta selector takes them; at these defaults it is the paper's"),
 )
 
 

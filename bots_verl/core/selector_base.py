@@ -266,7 +266,7 @@ class Selector:
             lags: ours, for asynchronous training: per task, how many policy versions older than the policy this
                 step trains its rollouts' policy was (non-negative integers). None or all zeros is the paper's
                 synchronous update, exactly; the Beta selectors weigh older evidence by ``(1 - lam) ** lag``
-                (:func:`bots_verl.core.paper.paper_rules.lag_weight`), selectors without a posterior ignore it.
+                (:mod:`bots_verl.core.ours.lagged_evidence`), selectors without a posterior ignore it.
 
         Raises:
             ValueError: on indices out of range or repeated, arrays of different lengths, successes that are not real

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bots_verl.core import build_selector
-from bots_verl.core.paper.paper_rules import PaperBOTS, lag_weight
+from bots_verl.core.ours.ours_rules import OursBOTS, lag_weight
 
 N = 40
 _RNG = np.random.default_rng(3)
@@ -55,7 +55,7 @@ def test_lag_zero_is_the_synchronous_update_bit_for_bit(name):
 @pytest.mark.parametrize("lam", [0.1, 0.0, 1.0, 0.37])
 def test_lagged_updates_match_the_plain_rule(name, lam):
     lib = _build(name, lam=lam)
-    paper = PaperBOTS(None if name == "mopps" else REF, num_tasks=N, seed=7, lam=lam, rho=lib.rho)
+    paper = OursBOTS(None if name == "mopps" else REF, num_tasks=N, seed=7, lam=lam, rho=lib.rho)
     for batch, s, n, lags in _steps(1, count=20):
         lib.update(batch, s, n, lags=lags)
         paper.update(batch, s, n, lags=lags)

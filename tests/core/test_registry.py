@@ -8,6 +8,7 @@ import pytest
 
 from bots_verl.core import EVIDENCE, SELECTION_RULES, SELECTORS, Registry, build_selector
 from bots_verl.core.__main__ import listing
+from bots_verl.core.paper.bots_selectors import BETA_OPTIONS
 from bots_verl.core.paper.selection_rules import top_k
 from bots_verl.core.registry import defaults_of
 from bots_verl.core.selector_base import Selector
@@ -78,19 +79,20 @@ def _sections(text):
 
 def test_list_groups_the_selectors_as_paper_peers_and_ours():
     sections = _sections(listing())
-    assert list(sections) == ["selectors", "evidence plug-ins", "selection rules"]
+    assert list(sections) == ["selectors", "evidence plug-ins", "selection rules", "options"]
     selectors = sections["selectors"]
     assert list(selectors) == ["paper", "peers", "ours"]  # the paper first, so a reader meets it before a peer
     assert (set(selectors["paper"]), set(selectors["peers"]), set(selectors["ours"])) == (PAPER, PEERS, OURS)
     assert sections["evidence plug-ins"] == {"paper": ["interpolation", "none"], "ours": ["neighbours"]}
     assert sections["selection rules"] == {"paper": ["greedy", "softmax", "thompson"]}
+    assert sections["options"] == {"ours": ["lagged_evidence", "warm_start"]}  # the paper has none
     names = {name for groups in sections.values() for members in groups.values() for name in members}
     assert not names & RETIRED
     assert not set(SELECTORS) & RETIRED and not set(EVIDENCE) & RETIRED and not set(SELECTION_RULES) & RETIRED
 
 
 def test_every_core_entry_lives_in_the_subpackage_of_its_group():
-    for registry in (SELECTORS, EVIDENCE, SELECTION_RULES):
+    for registry in (SELECTORS, EVIDENCE, SELECTION_RULES, BETA_OPTIONS):
         for name, entry in registry.items():
             package = entry.__module__.split(".")
             assert package[:2] == ["bots_verl", "core"], (name, entry.__module__)

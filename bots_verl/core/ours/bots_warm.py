@@ -1,8 +1,8 @@
 """``bots_warm`` (ours, not the paper's): paper BOTS with a warm start before step 1.
 
-The warm start itself is a hyperparameter of every Beta selector (``warm_start_weight``, ``warm_start_mu``; 0 is the
-paper's flat start, :meth:`~bots_verl.core.paper.bots_selectors.BetaPosteriorSelector._warm_start`); this preset
-turns it on. The rule written plainly: :func:`bots_verl.core.paper.paper_rules.warm_start`.
+The warm start itself is an option of every Beta selector (``warm_start_weight``, ``warm_start_mu``; 0 is the
+paper's flat start, :mod:`bots_verl.core.ours.warm_start`); this preset turns it on. The rule written plainly:
+:func:`bots_verl.core.ours.ours_rules.warm_start`.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar
 
+from bots_verl.core.ours.warm_start import WarmStart
 from bots_verl.core.paper.bots_selectors import BetaPosteriorSelector
 from bots_verl.core.selector_base import SELECTORS
 
@@ -35,7 +36,11 @@ class BOTSWarmSelector(BetaPosteriorSelector):
     miscalibrated for the policy keeps pulling every task back forever; the warm start is evidence, so it fades by
     ``1 - lam`` per step (a third of it is left after 10 steps at ``lam = 0.1``) while the task's own rollouts and the
     fitted interpolation take over. Everything else is the paper's ``bots``; ``warm_start_weight = 0`` is ``bots``
-    exactly. The rule, written plainly: :func:`bots_verl.core.paper.paper_rules.warm_start`.
+    exactly. The rule, written plainly: :func:`bots_verl.core.ours.ours_rules.warm_start`.
     """
 
-    DEFAULTS: ClassVar[dict[str, Any]] = {**BetaPosteriorSelector.DEFAULTS, "warm_start_weight": 16.0}
+    DEFAULTS: ClassVar[dict[str, Any]] = {
+        **BetaPosteriorSelector.DEFAULTS,
+        **WarmStart.DEFAULTS,
+        "warm_start_weight": 16.0,
+    }

@@ -1,6 +1,7 @@
 """The BOTS family: Beta posteriors, an implicit-evidence plug-in and a selection rule; the paper's ``bots`` and its
 ablation ``implicit_only``. The peer ``mopps`` (:mod:`bots_verl.core.peers.mopps`) and our ``bots_warm``
-(:mod:`bots_verl.core.ours.bots_warm`) are presets of the same class.
+(:mod:`bots_verl.core.ours.bots_warm`) are presets of the same class. Options beyond the paper join every Beta
+selector through :data:`BETA_OPTIONS` (ours register theirs); at their defaults the selector is the paper's.
 
 One step, as :meth:`BetaPosteriorSelector._update` runs it (paper Sec. 3; plainly in
 :mod:`bots_verl.core.paper.paper_rules`): the plug-in predicts ``p_tilde`` over the pool from the batch's observed rates
@@ -36,7 +37,38 @@ from bots_verl.core.validation import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BOTSSelector", "BetaPosteriorSelector", "ImplicitOnlySelector"]
+__all__ = ["BETA_OPTIONS", "BOTSSelector", "BetaOption", "BetaPosteriorSelector", "ImplicitOnlySelector"]
+
+
+class BetaOption:
+    """An option beyond the paper that every Beta selector takes (:data:`BETA_OPTIONS`; the paper has none).
+
+    Its ``DEFAULTS`` are hyperparameters of every Beta selector, a group of their own (a preset may set them in its
+    own ``DEFAULTS``); at those defaults the option leaves the selector the paper's, bit for bit. Stateless: the
+    hooks get the selector.
+    """
+
+    name: ClassVar[str] = ""
+    DEFAULTS: ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def reads_reference(cls, params: Mapping[str, Any]) -> bool:
+        """Whether the option reads the reference columns with its hyperparameters ``params``."""
+        return False
+
+    @classmethod
+    def start(cls, selector: BetaPosteriorSelector, params: Mapping[str, Any]) -> None:
+        """Check ``params`` and set the selector up before step 1 (its posterior is built; nothing is loaded yet)."""
+
+    @classmethod
+    def lag_weights(cls, selector: BetaPosteriorSelector, lags: np.ndarray) -> np.ndarray | None:
+        """Per task of a lagged update (``update(..., lags=)``, not all 0): its explicit counts' factor; None: 1."""
+        return None
+
+
+#: The options every Beta selector takes, by name (:mod:`bots_verl.core.ours` registers the warm start and evidence
+#: weighed by its age); each registered class is a :class:`BetaOption`.
+BETA_OPTIONS: Registry[type[BetaOption]] = Registry("Beta-selector option")
 
 
 class BetaPosteriorSelector(Selector):
@@ -51,13 +83,9 @@ class BetaPosteriorSelector(Selector):
             (16 in the paper).
         selection: selection rule name (``thompson``, the paper's; ``greedy``; ``softmax``; any registered one).
         alpha0, beta0: the prior's pseudo-counts (paper: 1, 1).
-        warm_start_weight: ours, not the paper's (0 = the paper): pseudo-counts per task added once before step 1
-            at the reference interpolation's rate at ``warm_start_mu`` (see
-            :class:`~bots_verl.core.ours.bots_warm.BOTSWarmSelector`).
-        warm_start_mu: the policy's guessed position between the first (weak) and last (strong) reference column
-            for the warm start (0: the weak reference).
-        plus the evidence plug-in's own hyperparameters (``interpolation``: ``gamma`` = 0.9, ``degenerate_tol``) and
-        the selection rule's (``softmax``: ``tau`` = 0.1). ``python -m bots_verl.core --list`` prints them all.
+        plus the options' (:data:`BETA_OPTIONS`), the evidence plug-in's own hyperparameters (``interpolation``:
+        ``gamma`` = 0.9, ``degenerate_tol``) and the selection rule's (``softmax``: ``tau`` = 0.1).
+        ``python -m bots_verl.core --list`` prints them all.
 
     Logged per update (:meth:`stats`), over the updated batch: ``estimator/pearson`` and ``estimator/auc`` of the
     plug-in's prediction *before* this update (what the previous step assumed for these tasks) against the observed
@@ -78,8 +106,6 @@ class BetaPosteriorSelector(Selector):
         "selection": defaults.SELECTION,
         "alpha0": defaults.ALPHA0,
         "beta0": defaults.BETA0,
-        "warm_start_weight": defaults.WARM_START_WEIGHT,
-        "warm_start_mu": defaults.WARM_START_MU,
     }
     RETIRED: ClassVar[dict[str, str]] = moved_to_simulator(("prior", "prior_strength", "prior_column"), "bots_ablation")
     # the prior is part of the posterior's state (BetaPosterior.alpha0/beta0), restored from a checkpoint as saved
@@ -99,15 +125,19 @@ class BetaPosteriorSelector(Selector):
 
     @classmethod
     def reads_reference(cls, hparams: Mapping[str, Any] | None = None) -> bool:
-        """As the base, or when the evidence plug-in reads the references, or a warm start (weight > 0) does."""
+        """As the base, or when the evidence plug-in or an option reads the references."""
         hp = {**cls.DEFAULTS, **(hparams or {})}
         evidence = EVIDENCE.get(hp["evidence"], ImplicitEvidence) if isinstance(hp["evidence"], str) else None
-        warm = hp["warm_start_weight"]
         return (
             super().reads_reference(hp)
             or (evidence is not None and evidence.needs_reference)
-            or (isinstance(warm, int | float) and not isinstance(warm, bool) and warm > 0)
+            or any(option.reads_reference({**cls._option_defaults(option), **hp}) for option in BETA_OPTIONS.values())
         )
+
+    @classmethod
+    def _option_defaults(cls, option: type[BetaOption]) -> dict[str, Any]:
+        """``option``'s hyperparameters at this selector's defaults (a preset's ``DEFAULTS`` may set them)."""
+        return {k: cls.DEFAULTS.get(k, v) for k, v in option.DEFAULTS.items()}
 
     @classmethod
     def _graph_users(cls, hparams: Mapping[str, Any], missing_reference: bool) -> list[tuple[str, bool]]:
@@ -121,8 +151,12 @@ class BetaPosteriorSelector(Selector):
             check_not_null(key, given.get(key, cls.DEFAULTS[key]), cls.DEFAULTS[key])
         evidence = EVIDENCE.lookup(given.get("evidence", cls.DEFAULTS["evidence"]))
         rule = cls.RULES.lookup(given.get("selection", cls.DEFAULTS["selection"]))
+        in_options = {k for option in BETA_OPTIONS.values() for k in option.DEFAULTS}
+        base, (name, own) = super()._param_groups(given)
         return [
-            *super()._param_groups(given),
+            base,
+            (name, {k: v for k, v in own.items() if k not in in_options}),  # a preset's option values: below
+            *((f"option:{option.name}", cls._option_defaults(option)) for option in BETA_OPTIONS.values()),
             (f"evidence:{evidence.name}", evidence.DEFAULTS),
             ("selection rule", {k: v for k, v in defaults_of(rule).items() if k != "target"}),
         ]
@@ -157,29 +191,11 @@ class BetaPosteriorSelector(Selector):
             evidence_params["graph"] = self.task_graph
         self.evidence = evidence_cls(self.num_tasks, self.reference, **evidence_params)
         self.posterior = BetaPosterior(self.num_tasks, *self._prior())
-        self._warm_start(hp["warm_start_weight"], hp["warm_start_mu"])
+        for option in BETA_OPTIONS.values():
+            option.start(self, {k: hp[k] for k in option.DEFAULTS})
         # The tasks of the last select() and the p the rule scored them by; the last update's diagnostics.
         self.last_selection: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0))
         self.last_update_stats: dict[str, float] = {}
-
-    def _warm_start(self, weight: Any, mu0: Any) -> None:
-        """Ours, not the paper's: ``weight`` pseudo-counts at the interpolation at ``mu0`` (paper_rules.warm_start)."""
-        if isinstance(weight, bool) or not (np.isfinite(float(weight)) and 0 <= float(weight) <= MAX_ATTEMPTS):
-            raise ValueError(f"warm_start_weight must be a number in [0, {MAX_ATTEMPTS:g}], got {weight!r}")
-        if isinstance(mu0, bool) or not np.isfinite(float(mu0)):
-            raise ValueError(f"warm_start_mu must be a finite number, got {mu0!r}")
-        weight, mu0 = float(weight), float(mu0)
-        if weight == 0.0:  # the paper's flat start, untouched
-            return
-        if self.reference is None:
-            raise ValueError(f"warm_start_weight={weight:g} needs reference_pass_rates (the warm start's prediction)")
-        weak = self.reference[:, 0]
-        # p0 = clip(weak + mu0 * (strong - weak), 0, 1), in one pool-sized buffer
-        p0 = np.subtract(self.reference[:, -1], weak)
-        p0 *= mu0
-        p0 += weak
-        np.clip(p0, 0.0, 1.0, out=p0)
-        self.posterior.warm_start(p0, weight)
 
     def _prior(self) -> tuple[float | np.ndarray, float | np.ndarray]:
         """``(alpha0, beta0)``: shared scalars here; a subclass may return per-task arrays."""
@@ -205,28 +221,35 @@ class BetaPosteriorSelector(Selector):
         return picked
 
     def _update(self, indices: np.ndarray, successes: np.ndarray, attempts: np.ndarray) -> None:
-        self._weighted_update(indices, successes, attempts, None)
+        self._step(indices, successes, attempts, successes, attempts - successes)
 
     def _update_lagged(
         self, indices: np.ndarray, successes: np.ndarray, attempts: np.ndarray, lags: np.ndarray
     ) -> None:
-        """Evidence ``lag`` policy versions old weighs ``(1 - lam) ** lag``, what Eq. 1 would have left of it.
+        """The paper trains synchronously; an option may weigh each task's explicit counts by its lag."""
+        explicit_successes, explicit_failures = successes, attempts - successes
+        for option in BETA_OPTIONS.values():
+            weights = option.lag_weights(self, lags)
+            if weights is not None:
+                explicit_successes, explicit_failures = weights * explicit_successes, weights * explicit_failures
+        self._step(indices, successes, attempts, explicit_successes, explicit_failures)
 
-        The rule written plainly: :func:`bots_verl.core.paper.paper_rules.lag_weight`.
-        """
-        self._weighted_update(indices, successes, attempts, (1.0 - self.lam) ** lags.astype(np.float64))
-
-    def _weighted_update(
-        self, indices: np.ndarray, successes: np.ndarray, attempts: np.ndarray, weights: np.ndarray | None
+    def _step(
+        self,
+        indices: np.ndarray,
+        successes: np.ndarray,
+        attempts: np.ndarray,
+        explicit_successes: np.ndarray,
+        explicit_failures: np.ndarray,
     ) -> None:
-        rates = successes / attempts  # the plug-in and the diagnostics read the observed rates, whatever their age
+        """One step: the plug-in reads the observed ``successes / attempts``, Eq. 1 adds the explicit counts."""
+        rates = successes / attempts
         predicted_before = self.evidence.predict(indices)
         p_tilde, evidence_state = self.evidence.propose(indices, rates, attempts)
         m = self.implicit_scale if self.implicit_scale is not None else float(attempts.mean())
-        failures = attempts - successes
-        if weights is not None:  # weight 1 (lag 0) multiplies exactly, so lag 0 is Eq. 1 bit for bit
-            successes, failures = weights * successes, weights * failures
-        alpha, beta = self.posterior.updated(indices, successes, failures, p_tilde, lam=self.lam, rho=self.rho, m=m)
+        alpha, beta = self.posterior.updated(
+            indices, explicit_successes, explicit_failures, p_tilde, lam=self.lam, rho=self.rho, m=m
+        )
         update_stats = self._diagnostics(indices, rates, predicted_before)
         if p_tilde is not None:
             update_stats["implicit/batch_mae"] = float(np.abs(p_tilde[indices] - rates).mean())

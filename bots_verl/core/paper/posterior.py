@@ -75,22 +75,6 @@ class BetaPosterior:
         self.alpha = np.broadcast_to(self.alpha0, (num_tasks,)).astype(np.float64)
         self.beta = np.broadcast_to(self.beta0, (num_tasks,)).astype(np.float64)
 
-    def warm_start(self, p0: np.ndarray, weight: float) -> None:
-        """Add ``weight`` pseudo-counts at the rates ``p0`` to every task, once, before step 1 (ours, not the paper's).
-
-        The prior ``(alpha0, beta0)``, the target of the forgetting, is unchanged, so these counts fade by
-        ``1 - lam`` per step like any evidence (:func:`bots_verl.core.paper.paper_rules.warm_start` is the readable
-        rule).
-
-        Args:
-            p0: predicted success rates in [0, 1], one per task.
-            weight: pseudo-counts per task (0 leaves the posterior as it is).
-        """
-        implicit = p0 * weight
-        self.alpha += implicit
-        self.beta += weight
-        self.beta -= implicit
-
     def mean(self) -> np.ndarray:
         """Posterior mean success rate per task."""
         return self.alpha / (self.alpha + self.beta)

@@ -6,7 +6,7 @@ What differs from the sync mode (:class:`~bots_verl.integration.hooks.trainer.BO
   dispatched a step ahead; ``separate_async`` syncs weights every step while rollouts keep going; partial rollouts
   resume on newer weights). Each trained task's lag, read from the trajectory tags
   (:mod:`bots_verl.integration.evidence.staleness`), goes with the update, and the posterior weighs the task's evidence
-  by ``(1 - lam) ** lag`` (:func:`bots_verl.core.paper.paper_rules.lag_weight`). Lag 0 is the paper's update exactly.
+  by ``(1 - lam) ** lag`` (:mod:`bots_verl.core.ours.lagged_evidence`). Lag 0 is the paper's update exactly.
 - **The posterior counts what was trained on, nothing else.** The update reads the step's trained batch only. Groups
   verl's ``ReplayBufferAsync`` evicts (too stale for ``max_off_policy_threshold``, failed, or DAPO-filtered) and
   rollouts that never return give no evidence; verl refills each evicted group with a fresh prompt, which the sampler

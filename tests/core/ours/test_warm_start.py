@@ -11,7 +11,7 @@ from selector_driver import drive
 
 from bots_verl.core import SELECTORS, build_selector
 from bots_verl.core.ours.bots_warm import BOTSWarmSelector
-from bots_verl.core.paper.paper_rules import PaperBOTS, warm_start
+from bots_verl.core.ours.ours_rules import OursBOTS, warm_start
 
 N = 60
 RNG = np.random.default_rng(5)
@@ -57,9 +57,9 @@ def test_the_papers_path_is_unchanged_bit_for_bit(name, hparams):
 
 
 def _twins(name, **hparams):
-    """A library selector and the paper's plain version (with the warm start) with the same settings and seed."""
+    """A library selector and the plain rules with our options (the warm start), same settings and seed."""
     lib = build_selector(name, N, reference_pass_rates=REF, seed=11, **hparams)
-    paper = PaperBOTS(
+    paper = OursBOTS(
         REF,
         num_tasks=N,
         seed=11,
@@ -140,15 +140,15 @@ def test_the_first_batch_is_no_longer_random():
 def test_registered_and_listed():
     assert SELECTORS["bots_warm"] is BOTSWarmSelector
     assert BOTSWarmSelector.DEFAULTS["warm_start_weight"] == 16.0
-    assert SELECTORS["bots"].DEFAULTS["warm_start_weight"] == 0.0
+    assert "warm_start_weight" not in SELECTORS["bots"].DEFAULTS  # the paper's own table: the paper alone
+    assert SELECTORS["bots"].effective_hparams({})["warm_start_weight"] == 0.0  # yet every Beta selector takes it
     out = subprocess.run(
         [sys.executable, "-m", "bots_verl.core", "--list"], capture_output=True, text=True, check=True
     ).stdout
-    assert (
-        "\n    bots_warm " in out.split("\n  ours:")[1]
-        and "warm_start_weight=16.0" in out
-        and "warm_start_weight=0.0" in out
-    )
+    selectors, options = out.split("\noptions (")
+    assert "\n    bots_warm " in selectors.split("\n  ours:")[1] and "warm_start_weight=16.0" in selectors
+    assert "warm_start" not in selectors.split("\n  ours:")[0]  # nothing of it under the paper's (or peers') entries
+    assert "\n  ours:" in options and "warm_start_weight=0.0, warm_start_mu=0.0" in options
 
 
 @pytest.mark.parametrize(
