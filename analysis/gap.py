@@ -45,12 +45,21 @@ from bots_verl import runlog
 from bots_verl.core.selection_metrics import Interval, interval
 from bots_verl.fileio import markdown_table
 from bots_verl.runlog import (
+    ALL_RIGHT_METRIC,
+    ALL_WRONG_METRIC,
     AUC_METRIC,
     BIAS_METRIC,
     DEGENERATE_FIRST_METRIC,
+    DEGENERATE_REVISIT_METRIC,
     ETR_METRIC,
     EVER_SELECTED_METRIC,
+    FIRST_VISIT_METRIC,
+    IMPLICIT_MAE_METRIC,
+    ORACLE_GAP_MAX_METRIC,
+    ORACLE_SELECTED_PASS_METRIC,
     PEARSON_METRIC,
+    POSTERIOR_ESS_METRIC,
+    POSTERIOR_MEAN_MAE_METRIC,
     POSTERIOR_MEAN_METRIC,
     SAMPLED_P_METRIC,
     SUCCESS_METRIC,
@@ -127,7 +136,7 @@ def degenerate_split(run: RunSeries) -> tuple[float, float]:
     NaN where the run gives no handle on one of them.
     """
     first = run.series(DEGENERATE_FIRST_METRIC)
-    revisit = run.series("bots/batch/degenerate_revisit_frac")
+    revisit = run.series(DEGENERATE_REVISIT_METRIC)
     if np.isfinite(first).any() or np.isfinite(revisit).any():
         return _nanmean(first), _nanmean(revisit)
     ever = run.series(EVER_SELECTED_METRIC)
@@ -167,7 +176,7 @@ def _phase(run: RunSeries, key: str, phase: str) -> float:
 
 
 def _first_visit_share(run: RunSeries, late: bool = False) -> float:
-    logged = run.series("bots/batch/first_visit_frac")
+    logged = run.series(FIRST_VISIT_METRIC)
     if np.isfinite(logged).any():
         x = logged
     else:
@@ -202,13 +211,13 @@ ROWS: list[Row] = [
         "a",
         "oracle: true pass rate of its picks",
         "oracle",
-        lambda r: _phase(r, "bots/oracle/selected_pass_rate", "all"),
+        lambda r: _phase(r, ORACLE_SELECTED_PASS_METRIC, "all"),
     ),
     (
         "a",
         "oracle: widest |p - p*| among its picks",
         "oracle",
-        lambda r: _phase(r, "bots/oracle/selected_gap_max", "all"),
+        lambda r: _phase(r, ORACLE_GAP_MAX_METRIC, "all"),
     ),
     ("a", "BOTS: Thompson draw of its picks", "arm", lambda r: _phase(r, SAMPLED_P_METRIC, "all")),
     ("a", "BOTS: draw minus observed rate", "arm", lambda r: _phase(r, BIAS_METRIC, "all")),
@@ -230,23 +239,23 @@ ROWS: list[Row] = [
         "arm",
         lambda r: _phase(r, AUC_METRIC, "all"),
     ),
-    ("b", "implicit prediction vs batch rates: MAE", "arm", lambda r: _phase(r, "bots/implicit/batch_mae", "all")),
+    ("b", "implicit prediction vs batch rates: MAE", "arm", lambda r: _phase(r, IMPLICIT_MAE_METRIC, "all")),
     (
         "b",
         "posterior mean vs batch rates before the update: MAE",
         "arm",
-        lambda r: _phase(r, "bots/selection/posterior_mean_mae", "all"),
+        lambda r: _phase(r, POSTERIOR_MEAN_MAE_METRIC, "all"),
     ),
     (
         "b",
         "posterior ESS of the batch before the update",
         "arm",
-        lambda r: _phase(r, "bots/selection/posterior_ess", "all"),
+        lambda r: _phase(r, POSTERIOR_ESS_METRIC, "all"),
     ),
     ("c", "degenerate share among first visits", "both", lambda r: degenerate_split(r)[0]),
     ("c", "degenerate share among revisits", "both", lambda r: degenerate_split(r)[1]),
-    ("c", "all-wrong share of groups", "both", lambda r: _phase(r, "bots/batch/all_wrong_frac", "all")),
-    ("c", "all-right share of groups", "both", lambda r: _phase(r, "bots/batch/all_right_frac", "all")),
+    ("c", "all-wrong share of groups", "both", lambda r: _phase(r, ALL_WRONG_METRIC, "all")),
+    ("c", "all-right share of groups", "both", lambda r: _phase(r, ALL_RIGHT_METRIC, "all")),
 ]
 
 SECTIONS = {

@@ -32,9 +32,9 @@ import numpy as np
 import pandas as pd
 
 from bots_verl import runlog
+from bots_verl.runlog import ACC_PATTERN
 
 __all__ = [
-    "ACC_PATTERN",
     "LoadError",
     "Run",
     "accuracy_metric",
@@ -47,8 +47,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: verl's validation accuracy: ``val-core/<data_source>/acc/mean@<n>``.
-ACC_PATTERN = re.compile(r"^val-core/(?P<source>.+)/acc/mean@(?P<n>\d+)$")
 
 #: A parameter count in a model name: ``Qwen2.5-1.5B-Instruct`` -> 1.5.
 MODEL_SIZE = re.compile(r"(?<![\d.])(?P<size>\d+(?:\.\d+)?)[bB](?![a-zA-Z])")

@@ -27,11 +27,18 @@ from analysis import loader, render
 from analysis.loader import LoadError, Run
 from analysis.table_model import display, row_labeller, row_sort_key
 from bots_verl.core import selection_metrics as core
-from bots_verl.runlog import SELECT_MS_METRIC, STEP_TIME_METRIC, UPDATE_MS_METRIC
+from bots_verl.runlog import (
+    READ_MS_METRIC,
+    SELECT_MS_METRIC,
+    SELECT_ROUNDTRIP_MS_METRIC,
+    STEP_TIME_METRIC,
+    UPDATE_MS_METRIC,
+    UPDATE_ROUNDTRIP_MS_METRIC,
+)
 
 __all__ = ["OverheadTable", "RunOverhead", "overhead_table", "run_overhead", "to_grid"]
 
-TRAINER_MS = ("bots/select_roundtrip_ms", "bots/update_roundtrip_ms", "bots/read_ms")
+TRAINER_MS = (SELECT_ROUNDTRIP_MS_METRIC, UPDATE_ROUNDTRIP_MS_METRIC, READ_MS_METRIC)
 
 
 @dataclass(frozen=True)

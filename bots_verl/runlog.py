@@ -17,14 +17,14 @@ A real run gets ``metrics.jsonl`` from verl itself (``trainer.logger=[console,fi
 ``VERL_FILE_LOGGER_PATH=<run_dir>/metrics.jsonl``) and ``meta.json`` from our entry point; the simulator writes both
 with :class:`RunWriter`.
 
-Metric names follow verl's tracking:
+Metric names follow verl's tracking; every key is spelled once, in :mod:`bots_verl.core.metric_keys` (the core
+computes most of the figures and may import nothing above itself), and re-exported here, where readers take them:
 
-- ``val-core/<data_source>/acc/mean@<n>``: held-out accuracy (verl's validation); the simulator uses the data source
-  ``sim-<domain>``.
-- ``bots/...``: selector and batch statistics, e.g. ``bots/batch/effective_task_ratio``, ``bots/rollouts`` (rollouts
-  spent this step), ``bots/select_ms``, ``bots/update_ms``, ``bots/tasks_ever_selected``,
-  ``bots/implicit/capability_mu``, ``bots/posterior/ess_avg``.
-- ``timing_s/step``: wall-clock seconds of the step (verl's; real runs only).
+- ``val-core/<data_source>/acc/mean@<n>`` (:func:`val_accuracy_key`, :data:`ACC_PATTERN`): held-out accuracy
+  (verl's validation); the simulator uses the data source ``sim-<domain>``.
+- ``bots/<name>`` (:func:`bots_key` of a ``*_STAT``): selector statistics (``stats()``) and the step's figures, e.g.
+  ``bots/batch/effective_task_ratio``, ``bots/rollouts``, ``bots/select_ms``, ``bots/implicit/capability_mu``.
+- ``timing_s/step`` (:data:`STEP_TIME_METRIC`): wall-clock seconds of the step (verl's; real runs only).
 
 **Method labels** (``meta.json`` ``method``): :data:`METHODS` names the paper's five main-table methods (Random,
 Offline easy->hard, BOTS-MoPPS, BOTS-DOTS, BOTS) and :func:`method_spec` also reads the ablation labels
@@ -47,35 +47,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from bots_verl.core import metric_keys
 from bots_verl.core.defaults import PAPER_BOTS
+from bots_verl.core.metric_keys import *  # noqa: F403  (the key table, re-exported for the readers)
 from bots_verl.fileio import write_json_atomic
 
 __all__ = [
-    "AUC_METRIC",
-    "BIAS_METRIC",
-    "DEGENERATE_FIRST_METRIC",
-    "ETR_METRIC",
-    "EVER_SELECTED_METRIC",
+    *metric_keys.__all__,
     "FORMAT",
     "METHODS",
     "PAPER_METHODS",
     "VERSION",
     "MethodSpec",
-    "OBSERVED_P_METRIC",
-    "PEARSON_METRIC",
-    "POSTERIOR_MEAN_METRIC",
-    "ROLLOUTS_METRIC",
     "RunWriter",
-    "SAMPLED_P_METRIC",
-    "SELECT_MS_METRIC",
-    "SIM_BATCH_TRUE_P_METRIC",
-    "SIM_TRUE_P_METRIC",
-    "STEP_TIME_METRIC",
-    "SUCCESS_METRIC",
-    "TOY_EXACT_METRIC",
-    "TOY_GREEDY_METRIC",
-    "TOY_POOL_METRIC",
-    "UPDATE_MS_METRIC",
     "check_accuracy",
     "iter_metrics",
     "logged_metrics_files",
@@ -88,42 +72,6 @@ __all__ = [
     "rotate_metrics",
     "write_meta",
 ]
-
-# ------------------------------------------------------------------------------------------------ metric keys
-# Every reader and writer of a run log names a metric through these constants, so a key is spelled in one place.
-#: per-step effective task ratio: the share of the trained groups that are mixed (neither all right nor all wrong)
-ETR_METRIC = "bots/batch/effective_task_ratio"
-#: successes over rollouts of the step's trained groups
-SUCCESS_METRIC = "bots/batch/success_rate"
-#: the share of first-visit groups that came back all 0 or all 1
-DEGENERATE_FIRST_METRIC = "bots/batch/degenerate_first_frac"
-#: rollouts spent this step
-ROLLOUTS_METRIC = "bots/rollouts"
-#: milliseconds the selector's ``select`` and ``update`` took this step
-SELECT_MS_METRIC = "bots/select_ms"
-UPDATE_MS_METRIC = "bots/update_ms"
-#: tasks selected at least once so far
-EVER_SELECTED_METRIC = "bots/tasks_ever_selected"
-#: the pool's mean posterior mean
-POSTERIOR_MEAN_METRIC = "bots/posterior/mean_avg"
-#: the interpolation plug-in's quality against the trained batch's pass rates
-PEARSON_METRIC = "bots/estimator/pearson"
-AUC_METRIC = "bots/estimator/auc"
-#: the selected tasks' mean Thompson-sampled p, their observed pass rate, and the gap between the two
-SAMPLED_P_METRIC = "bots/selection/sampled_p_mean"
-OBSERVED_P_METRIC = "bots/selection/observed_p_mean"
-BIAS_METRIC = "bots/selection/sampled_p_bias"
-#: wall-clock seconds of the step (verl's; real runs only)
-STEP_TIME_METRIC = "timing_s/step"
-#: the simulator's true success probability: of the last select()'s batch, and of every task generated this step
-SIM_TRUE_P_METRIC = "sim/true_p_mean"
-SIM_BATCH_TRUE_P_METRIC = "sim/batch_true_p_mean"
-#: the toy testbed's evaluations (bots_verl.toy.evaluate): the expected held-out accuracy of one temperature-1 sample
-#: per prompt (verl's ``mean@1`` without its noise), held-out accuracy of greedy decoding, and the expected accuracy
-#: over the whole training pool (what GRPO optimises; selection decides where it is spent)
-TOY_EXACT_METRIC = "val-core/toy__arith/acc/exact"
-TOY_GREEDY_METRIC = "val-core/toy__arith/acc/greedy"
-TOY_POOL_METRIC = "train-pool/toy__arith/acc/exact"
 
 FORMAT = "bots-verl-run"
 VERSION = 1

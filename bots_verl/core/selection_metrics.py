@@ -33,6 +33,14 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from bots_verl.core.metric_keys import (
+    ALL_RIGHT_STAT,
+    ALL_WRONG_STAT,
+    DEGENERATE_FIRST_STAT,
+    DEGENERATE_REVISIT_STAT,
+    FIRST_VISIT_STAT,
+)
+
 #: The accepted ``denominator`` values of :func:`ttb` (the first is the default).
 TTB_DENOMINATORS = ("baseline", "budget")
 
@@ -95,14 +103,14 @@ def batch_composition(
     wrong, right = s <= 0, s >= n
     degenerate = wrong | right
     out = {
-        "batch/all_wrong_frac": float(wrong.mean()),
-        "batch/all_right_frac": float(right.mean()),
-        "batch/first_visit_frac": float(first.mean()),
+        ALL_WRONG_STAT: float(wrong.mean()),
+        ALL_RIGHT_STAT: float(right.mean()),
+        FIRST_VISIT_STAT: float(first.mean()),
     }
     if first.any():
-        out["batch/degenerate_first_frac"] = float(degenerate[first].mean())
+        out[DEGENERATE_FIRST_STAT] = float(degenerate[first].mean())
     if not first.all():
-        out["batch/degenerate_revisit_frac"] = float(degenerate[~first].mean())
+        out[DEGENERATE_REVISIT_STAT] = float(degenerate[~first].mean())
     return out
 
 

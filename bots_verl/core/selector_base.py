@@ -25,6 +25,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bots_verl.core.memory import check_pool_fits
+from bots_verl.core.metric_keys import (
+    ETR_STAT,
+    EVER_SELECTED_STAT,
+    STEPS_STAT,
+    SUCCESS_STAT,
+)
 from bots_verl.core.registry import Registry
 from bots_verl.core.selection_metrics import batch_composition, effective_task_ratio
 from bots_verl.core.task_graph import TaskGraph, check_embeddings, impute_reference
@@ -283,16 +289,16 @@ class Selector:
             self._update_lagged(idx, s, n, k)
         self.steps += 1
         self.last_batch_stats = {
-            "batch/effective_task_ratio": effective_task_ratio(s, n),
-            "batch/success_rate": float(s.sum() / n.sum()),
+            ETR_STAT: effective_task_ratio(s, n),
+            SUCCESS_STAT: float(s.sum() / n.sum()),
             **batch_composition(s, n, self.times_selected[idx]),
         }
 
     def stats(self) -> dict[str, float]:
         """Scalar summaries for logging (no prefix; the caller namespaces them, e.g. ``bots/``)."""
         return {
-            "steps": float(self.steps),
-            "tasks_ever_selected": float(np.count_nonzero(self.times_selected)),
+            STEPS_STAT: float(self.steps),
+            EVER_SELECTED_STAT: float(np.count_nonzero(self.times_selected)),
             **self.last_batch_stats,
         }
 

@@ -27,9 +27,16 @@ from bots_verl.runlog import (
     ROLLOUTS_METRIC,
     SELECT_MS_METRIC,
     SIM_BATCH_TRUE_P_METRIC,
+    SIM_DAPO_ROUNDS_METRIC,
+    SIM_GROUP_SIZE_MAX_METRIC,
+    SIM_GROUP_SIZE_MIN_METRIC,
+    SIM_TRAIN_SIGNAL_METRIC,
+    SIM_TRAINED_GROUPS_METRIC,
     SIM_TRUE_P_METRIC,
     UPDATE_MS_METRIC,
     RunWriter,
+    bots_key,
+    val_accuracy_key,
 )
 from bots_verl.sim.methods import SimMethod
 from bots_verl.sim.policy import Policy
@@ -44,7 +51,7 @@ __all__ = ["RunResult", "acc_metric", "build_run_selector", "run_method", "strea
 
 def acc_metric(scenario: str) -> str:
     """The eval accuracy metric name of a scenario, as verl's validation would name it."""
-    return f"val-core/sim-{scenario}/acc/mean@1"
+    return val_accuracy_key(f"sim-{scenario}", 1)
 
 
 def stream(seed: int, purpose: int) -> np.random.Generator:
@@ -214,18 +221,18 @@ def run_method(
                 eval_steps.append(t)
                 eval_acc.append(policy.eval_accuracy(rng_eval))
             if writer:
-                data = {f"bots/{k}": v for k, v in selector.stats().items()}
+                data = {bots_key(k): v for k, v in selector.stats().items()}
                 data.update(
                     {
                         ETR_METRIC: row["etr"],
                         ROLLOUTS_METRIC: row["rollouts"],
                         SELECT_MS_METRIC: row["select_ms"],
                         UPDATE_MS_METRIC: row["update_ms"],
-                        "sim/train_signal": signal,
-                        "sim/trained_groups": float(tr_idx.size),
-                        "sim/group_size_max": float(all_n.max()),
-                        "sim/group_size_min": float(all_n.min()),
-                        "sim/dapo_rounds": float(rounds),
+                        SIM_TRAIN_SIGNAL_METRIC: signal,
+                        SIM_TRAINED_GROUPS_METRIC: float(tr_idx.size),
+                        SIM_GROUP_SIZE_MAX_METRIC: float(all_n.max()),
+                        SIM_GROUP_SIZE_MIN_METRIC: float(all_n.min()),
+                        SIM_DAPO_ROUNDS_METRIC: float(rounds),
                         SIM_BATCH_TRUE_P_METRIC: float(np.concatenate(gen_p).mean()),
                         # the last select()'s batch, the tasks of bots/selection/sampled_p_mean (paper Fig. 3)
                         SIM_TRUE_P_METRIC: float(gen_p[-1].mean()),

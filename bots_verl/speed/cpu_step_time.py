@@ -35,7 +35,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from bots_verl.runlog import STEP_TIME_METRIC
+from bots_verl.runlog import STEP_TIME_METRIC, timing_key
 from bots_verl.verl_cpu.cluster import SharedRayCluster
 from bots_verl.verl_cpu.launch import MIN_RAY_CPUS
 
@@ -199,9 +199,9 @@ def main(argv: list[str] | None = None) -> None:
     first = records[1][STEP_TIME_METRIC]
     startup = arrivals[1] - start - first
     phases = {
-        p: statistics.median(records[s].get(f"timing_s/{p}", 0.0) for s in steps)
+        p: statistics.median(records[s].get(timing_key(p), 0.0) for s in steps)
         for p in PHASES
-        if any(f"timing_s/{p}" in records[s] for s in steps)
+        if any(timing_key(p) in records[s] for s in steps)
     }
     model_params = args.hidden_size * args.hidden_size * 12 * args.layers  # rough, excluding embeddings
     print(

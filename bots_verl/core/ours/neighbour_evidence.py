@@ -42,6 +42,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bots_verl.core import defaults
+from bots_verl.core.metric_keys import COVERED_TASKS_EVIDENCE, LEVEL_EVIDENCE, LEVEL_RAW_EVIDENCE
 from bots_verl.core.paper.implicit_evidence import EVIDENCE, ImplicitEvidence
 from bots_verl.core.task_graph import TaskGraph
 from bots_verl.core.validation import check_real_array, check_unit_interval, require_keys
@@ -184,9 +185,9 @@ class NeighbourEvidence(ImplicitEvidence):
     def stats(self) -> dict[str, float]:
         nan = float("nan")
         return {
-            "level": nan if self.level is None else self.level,
-            "level_raw": nan if self.level_raw is None else self.level_raw,
-            "tasks_with_evidence": float(np.count_nonzero(self.den > 1e-3)),
+            LEVEL_EVIDENCE: nan if self.level is None else self.level,
+            LEVEL_RAW_EVIDENCE: nan if self.level_raw is None else self.level_raw,
+            COVERED_TASKS_EVIDENCE: float(np.count_nonzero(self.den > 1e-3)),
         }
 
     def state_dict(self) -> dict[str, Any]:

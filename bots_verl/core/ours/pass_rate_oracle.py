@@ -35,6 +35,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from bots_verl.core.metric_keys import (
+    ORACLE_GAP_MAX_STAT,
+    ORACLE_POOL_PASS_STAT,
+    ORACLE_SELECTED_PASS_STAT,
+    ORACLE_TRUTH_MS_STAT,
+    ORACLE_TRUTH_VERSION_STAT,
+)
 from bots_verl.core.selector_base import SELECTORS, Selector
 from bots_verl.core.validation import check_real_array, check_scalars, check_unit_interval
 
@@ -160,11 +167,11 @@ class PassRateOracleSelector(Selector):
         picked = np.lexsort((self.rng.random(self.num_tasks), gap))[:batch_size].astype(np.int64)
         chosen = self.truth[picked]
         self.selection_stats = {
-            "oracle/truth_version": float("nan") if self.truth_version is None else float(self.truth_version),
-            "oracle/truth_ms": self._truth_ms,
-            "oracle/pool_pass_rate": float(self.truth.mean()),
-            "oracle/selected_pass_rate": float(chosen.mean()),
-            "oracle/selected_gap_max": float(gap[picked].max()),
+            ORACLE_TRUTH_VERSION_STAT: float("nan") if self.truth_version is None else float(self.truth_version),
+            ORACLE_TRUTH_MS_STAT: self._truth_ms,
+            ORACLE_POOL_PASS_STAT: float(self.truth.mean()),
+            ORACLE_SELECTED_PASS_STAT: float(chosen.mean()),
+            ORACLE_GAP_MAX_STAT: float(gap[picked].max()),
         }
         return picked
 

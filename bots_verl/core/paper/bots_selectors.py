@@ -20,6 +20,23 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bots_verl.core import defaults
+from bots_verl.core.metric_keys import (
+    AUC_STAT,
+    BIAS_STAT,
+    ESS_AVG_STAT,
+    ESS_MAX_STAT,
+    ESS_MIN_STAT,
+    IMPLICIT_MAE_STAT,
+    NEAR_TARGET_STAT,
+    OBSERVED_P_STAT,
+    PEARSON_STAT,
+    POSTERIOR_ESS_STAT,
+    POSTERIOR_MEAN_MAE_STAT,
+    POSTERIOR_MEAN_STAT,
+    POSTERIOR_MEAN_STD_STAT,
+    SAMPLED_P_STAT,
+    implicit_stat,
+)
 from bots_verl.core.paper.implicit_evidence import EVIDENCE, ImplicitEvidence
 from bots_verl.core.paper.posterior import BetaPosterior
 from bots_verl.core.paper.selection_rules import SELECTION_RULES, SelectionRule
@@ -252,7 +269,7 @@ class BetaPosteriorSelector(Selector):
         )
         update_stats = self._diagnostics(indices, rates, predicted_before)
         if p_tilde is not None:
-            update_stats["implicit/batch_mae"] = float(np.abs(p_tilde[indices] - rates).mean())
+            update_stats[IMPLICIT_MAE_STAT] = float(np.abs(p_tilde[indices] - rates).mean())
         # Commit: nothing above changed the selector, so a rejected step (ValueError) leaves it as it was.
         self.evidence.commit(evidence_state)
         self.posterior.alpha, self.posterior.beta = alpha, beta
@@ -262,20 +279,20 @@ class BetaPosteriorSelector(Selector):
         """O(batch) diagnostics of the estimator and of the selection (see the class docstring)."""
         nan = float("nan")
         out = {
-            "estimator/pearson": nan if predicted is None else pearson(predicted, rates),
-            "estimator/auc": nan if predicted is None else roc_auc(predicted, rates >= 0.5),
+            PEARSON_STAT: nan if predicted is None else pearson(predicted, rates),
+            AUC_STAT: nan if predicted is None else roc_auc(predicted, rates >= 0.5),
         }
         picked, sampled = self.last_selection
         _, in_pick, in_batch = np.intersect1d(picked, indices, assume_unique=True, return_indices=True)
         sampled_mean = float(sampled[in_pick].mean()) if in_pick.size else nan
         observed_mean = float(rates[in_batch].mean()) if in_batch.size else nan
-        out["selection/sampled_p_mean"] = sampled_mean
-        out["selection/observed_p_mean"] = observed_mean
-        out["selection/sampled_p_bias"] = sampled_mean - observed_mean
+        out[SAMPLED_P_STAT] = sampled_mean
+        out[OBSERVED_P_STAT] = observed_mean
+        out[BIAS_STAT] = sampled_mean - observed_mean
         # issue 38's gap analysis: how far the posterior the batch was chosen on stood from what the batch showed
         a, b = self.posterior.alpha[indices], self.posterior.beta[indices]
-        out["selection/posterior_mean_mae"] = float(np.abs(a / (a + b) - rates).mean())
-        out["selection/posterior_ess"] = float((a + b).mean())
+        out[POSTERIOR_MEAN_MAE_STAT] = float(np.abs(a / (a + b) - rates).mean())
+        out[POSTERIOR_ESS_STAT] = float((a + b).mean())
         return out
 
     def stats(self) -> dict[str, float]:
@@ -283,15 +300,15 @@ class BetaPosteriorSelector(Selector):
         ess = self.posterior.ess()
         out = {
             **super().stats(),
-            "posterior/mean_avg": float(mean.mean()),
-            "posterior/mean_std": float(mean.std()),
-            "posterior/near_target_frac": float(np.mean(np.abs(mean - self.target) < 0.25)),
-            "posterior/ess_avg": float(ess.mean()),
-            "posterior/ess_min": float(ess.min()),
-            "posterior/ess_max": float(ess.max()),
+            POSTERIOR_MEAN_STAT: float(mean.mean()),
+            POSTERIOR_MEAN_STD_STAT: float(mean.std()),
+            NEAR_TARGET_STAT: float(np.mean(np.abs(mean - self.target) < 0.25)),
+            ESS_AVG_STAT: float(ess.mean()),
+            ESS_MIN_STAT: float(ess.min()),
+            ESS_MAX_STAT: float(ess.max()),
             **self.last_update_stats,
         }
-        out.update({f"implicit/{k}": v for k, v in self.evidence.stats().items()})
+        out.update({implicit_stat(k): v for k, v in self.evidence.stats().items()})
         return out
 
     def _state(self) -> dict[str, Any]:

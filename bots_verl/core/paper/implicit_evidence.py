@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from bots_verl.core import defaults
+from bots_verl.core.metric_keys import CAPABILITY_MU_EVIDENCE, CAPABILITY_MU_RAW_EVIDENCE, DEGENERATE_BATCHES_EVIDENCE
 from bots_verl.core.registry import Registry
 from bots_verl.core.validation import check_count, check_unit_interval, require_keys
 
@@ -105,7 +106,8 @@ class ImplicitEvidence:
         return None
 
     def stats(self) -> dict[str, float]:
-        """Scalars worth logging (e.g. the interpolation capability)."""
+        """Scalars worth logging (e.g. the interpolation capability), named by the key table's ``*_EVIDENCE``; the
+        selector logs each as ``implicit/<name>`` (:func:`bots_verl.core.metric_keys.implicit_stat`)."""
         return {}
 
     def state_dict(self) -> dict[str, Any]:
@@ -220,9 +222,9 @@ class InterpolationEvidence(ImplicitEvidence):
 
     def stats(self) -> dict[str, float]:
         return {
-            "capability_mu": float("nan") if self.mu is None else self.mu,
-            "capability_mu_raw": float("nan") if self.mu_raw is None else self.mu_raw,
-            "degenerate_batches": float(self.degenerate_batches),
+            CAPABILITY_MU_EVIDENCE: float("nan") if self.mu is None else self.mu,
+            CAPABILITY_MU_RAW_EVIDENCE: float("nan") if self.mu_raw is None else self.mu_raw,
+            DEGENERATE_BATCHES_EVIDENCE: float(self.degenerate_batches),
         }
 
     def state_dict(self) -> dict[str, Any]:

@@ -71,6 +71,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from bots_verl.core.metric_keys import (
+    DPS_CANDIDATES_STAT,
+    DPS_PARTIAL_RATIO_STAT,
+    DPS_PREDICT_ACCURACY_STAT,
+    DPS_SELECTED_P_PARTIAL_STAT,
+    DPS_TOUCHED_STAT,
+)
 from bots_verl.core.selector_base import SELECTORS, Selector
 from bots_verl.core.validation import check_real_array, check_scalars, check_unit_interval, require_keys
 
@@ -248,8 +255,8 @@ class DPSSelector(Selector):
         picked = candidates[best].astype(np.int64, copy=False)
         self.touched[candidates] = True
         self.last_select_stats = {
-            "dps/selected_p_partial": float(self.pi[picked, _PARTIAL].mean()),
-            "dps/candidates": float(m),
+            DPS_SELECTED_P_PARTIAL_STAT: float(self.pi[picked, _PARTIAL].mean()),
+            DPS_CANDIDATES_STAT: float(m),
         }
         return picked
 
@@ -294,15 +301,15 @@ class DPSSelector(Selector):
         alpha, pi, pi_prev, touched = self._next_state(indices, states)
         self.alpha, self.pi, self.pi_prev, self.touched = alpha, pi, pi_prev, touched
         self.last_update_stats = {
-            "dps/partial_ratio": float(np.mean(states == _PARTIAL)),
-            "dps/predict_accuracy": float(np.mean(predicted == states)),
+            DPS_PARTIAL_RATIO_STAT: float(np.mean(states == _PARTIAL)),
+            DPS_PREDICT_ACCURACY_STAT: float(np.mean(predicted == states)),
         }
 
     # ------------------------------------------------------------------------------------------------- logging
     def stats(self) -> dict[str, float]:
         return {
             **super().stats(),
-            "dps/touched_frac": float(np.count_nonzero(self.touched)) / self.num_tasks,
+            DPS_TOUCHED_STAT: float(np.count_nonzero(self.touched)) / self.num_tasks,
             **self.last_select_stats,
             **self.last_update_stats,
         }

@@ -55,6 +55,16 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from bots_verl.core.metric_keys import (
+    GRESO_EASY_RATIO_STAT,
+    GRESO_EASY_STREAK_STAT,
+    GRESO_FILLED_STAT,
+    GRESO_HARD_RATIO_STAT,
+    GRESO_HARD_STREAK_STAT,
+    GRESO_P_EASY_STAT,
+    GRESO_P_HARD_STAT,
+    GRESO_SKIPPED_STAT,
+)
 from bots_verl.core.paper.selection_rules import top_k
 from bots_verl.core.selector_base import SELECTORS, Selector
 from bots_verl.core.validation import check_scalars, check_unit_interval, real_array, require_keys
@@ -174,8 +184,8 @@ class GRESOSelector(Selector):
         picked = top_k(order, batch_size)
         skipped = self.num_tasks - int(np.count_nonzero(kept))
         self.last_select_stats = {
-            "greso/skipped_frac": skipped / self.num_tasks,
-            "greso/filled": float(max(batch_size - (self.num_tasks - skipped), 0)),
+            GRESO_SKIPPED_STAT: skipped / self.num_tasks,
+            GRESO_FILLED_STAT: float(max(batch_size - (self.num_tasks - skipped), 0)),
         }
         return picked
 
@@ -194,15 +204,15 @@ class GRESOSelector(Selector):
         self.p_hard = self.p_hard - step if hard_ratio >= self.target_hard else self.p_hard + step
         self.p_easy = float(np.clip(self.p_easy, self.p_min, self.p_max))
         self.p_hard = float(np.clip(self.p_hard, self.p_min, self.p_max))
-        self.last_update_stats = {"greso/easy_ratio": easy_ratio, "greso/hard_ratio": hard_ratio}
+        self.last_update_stats = {GRESO_EASY_RATIO_STAT: easy_ratio, GRESO_HARD_RATIO_STAT: hard_ratio}
 
     def stats(self) -> dict[str, float]:
         return {
             **super().stats(),
-            "greso/p_easy": self.p_easy,
-            "greso/p_hard": self.p_hard,
-            "greso/easy_streak_tasks": float(np.count_nonzero(self.streak > 0)),
-            "greso/hard_streak_tasks": float(np.count_nonzero(self.streak < 0)),
+            GRESO_P_EASY_STAT: self.p_easy,
+            GRESO_P_HARD_STAT: self.p_hard,
+            GRESO_EASY_STREAK_STAT: float(np.count_nonzero(self.streak > 0)),
+            GRESO_HARD_STREAK_STAT: float(np.count_nonzero(self.streak < 0)),
             **self.last_select_stats,
             **self.last_update_stats,
         }

@@ -41,6 +41,7 @@ from bots_verl.integration.evidence.outcomes import Outcome
 from bots_verl.integration.evidence.staleness import session_lags, task_lags
 from bots_verl.integration.hooks.trainer import BOTSTrainer
 from bots_verl.integration.transport.inflight import InflightLedger
+from bots_verl.runlog import LAG_MAX_STAT, LAG_MEAN_STAT, bots_key
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
@@ -109,7 +110,7 @@ class _BOTSAsyncSteps(BOTSTrainer):
         lags = task_lags(
             outcomes, session_lags(batch.keys, batch.tags, self.global_steps - 1), indices, self.bots_task_index
         )
-        self._bots_lag_stats = {"lag_mean": float(lags.mean()), "lag_max": float(lags.max())} if lags.size else {}
+        self._bots_lag_stats = {LAG_MEAN_STAT: float(lags.mean()), LAG_MAX_STAT: float(lags.max())} if lags.size else {}
         return lags
 
     _bots_lag_stats: dict[str, float] = {}
@@ -118,7 +119,7 @@ class _BOTSAsyncSteps(BOTSTrainer):
         """The sync update with the tasks' lags, plus ``bots/lag_mean`` and ``bots/lag_max`` (in policy versions)."""
         self._bots_lag_stats = {}
         metrics = super().update_from_trained_batch(batch)
-        metrics.update({f"bots/{k}": v for k, v in self._bots_lag_stats.items()})
+        metrics.update({bots_key(k): v for k, v in self._bots_lag_stats.items()})
         return metrics
 
 

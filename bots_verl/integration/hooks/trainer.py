@@ -69,6 +69,17 @@ from bots_verl.integration.transport.placement import posterior_placement
 from bots_verl.integration.transport.sampler import BOTSSampler
 from bots_verl.integration.transport.selector_client import SelectorClient
 from bots_verl.integration.transport.selector_service import create_selector_service
+from bots_verl.runlog import (
+    EVICTED_ROLLOUTS_STAT,
+    PADDING_ROWS_STAT,
+    POSTERIOR_ROLLOUTS_TOTAL_STAT,
+    READ_MS_STAT,
+    ROLLOUTS_STAT,
+    SELECT_MS_STAT,
+    SELECT_ROUNDTRIP_MS_STAT,
+    UPDATE_MS_STAT,
+    UPDATE_ROUNDTRIP_MS_STAT,
+)
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
@@ -260,7 +271,9 @@ class BOTSTrainer(PPOTrainerSync):
             logger.warning("BOTS: step %s produced no outcomes; posterior not updated", self.global_steps)
             dispatch = self.bots_sampler.end_step()
             return bots_metrics(
-                {}, rollouts=0.0, select_ms=select_ms, read_ms=read_ms, padding_rows=padding, **dispatch
+                {},
+                {ROLLOUTS_STAT: 0.0, SELECT_MS_STAT: select_ms, READ_MS_STAT: read_ms, PADDING_ROWS_STAT: padding}
+                | dispatch,
             )
         t1 = time.perf_counter()
         # [async] the age of each task's evidence; None in sync mode (lag 0, the paper's update exactly)
@@ -270,16 +283,18 @@ class BOTSTrainer(PPOTrainerSync):
         dispatch = self.bots_sampler.end_step()
         return bots_metrics(
             stats,
-            rollouts=float(attempts.sum()),
-            posterior_rollouts_total=self.bots_sampler.rollouts_received,
-            select_ms=select_ms,
-            update_ms=update_ms,
-            select_roundtrip_ms=select_roundtrip_ms,
-            update_roundtrip_ms=update_roundtrip_ms,
-            read_ms=read_ms,
-            evicted_rollouts=float(evicted),
-            padding_rows=padding,
-            **dispatch,
+            {
+                ROLLOUTS_STAT: float(attempts.sum()),
+                POSTERIOR_ROLLOUTS_TOTAL_STAT: self.bots_sampler.rollouts_received,
+                SELECT_MS_STAT: select_ms,
+                UPDATE_MS_STAT: update_ms,
+                SELECT_ROUNDTRIP_MS_STAT: select_roundtrip_ms,
+                UPDATE_ROUNDTRIP_MS_STAT: update_roundtrip_ms,
+                READ_MS_STAT: read_ms,
+                EVICTED_ROLLOUTS_STAT: float(evicted),
+                PADDING_ROWS_STAT: padding,
+            }
+            | dispatch,
         )
 
     def _bots_lags(self, batch: Any, outcomes: list[Outcome], indices: Any) -> Any:

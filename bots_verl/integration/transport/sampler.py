@@ -45,6 +45,13 @@ import torch
 from bots_verl.integration.transport.inflight import InflightLedger
 from bots_verl.integration.transport.sampler_state import READABLE_STATE_VERSIONS, STATE_VERSION
 from bots_verl.integration.transport.selector_client import SelectorClient
+from bots_verl.runlog import (
+    DISPATCHED_STAT,
+    INFLIGHT_FALLBACKS_STAT,
+    INFLIGHT_GROUPS_STAT,
+    REPEAT_DISPATCHES_STAT,
+    STALE_DISPATCHES_STAT,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -147,13 +154,13 @@ class BOTSSampler(torch.utils.data.Sampler[int]):
         if self._step is not None:
             self._log.append((self._step, list(self._dispatched)))
         figures = {
-            "dispatched": float(len(self._dispatched)),
-            "stale_dispatches": float(self._stale),
-            "repeat_dispatches": float(self._repeats),
+            DISPATCHED_STAT: float(len(self._dispatched)),
+            STALE_DISPATCHES_STAT: float(self._stale),
+            REPEAT_DISPATCHES_STAT: float(self._repeats),
         }
         if self.inflight is not None:
-            figures["inflight_groups"] = float(len(self.inflight))
-            figures["inflight_fallbacks"] = float(self._inflight_fallbacks)
+            figures[INFLIGHT_GROUPS_STAT] = float(len(self.inflight))
+            figures[INFLIGHT_FALLBACKS_STAT] = float(self._inflight_fallbacks)
         return figures
 
     def track_inflight(self, ledger: InflightLedger, registered_prompts: Callable[[], Collection[str]] | None) -> None:
