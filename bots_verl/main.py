@@ -22,45 +22,32 @@ import os
 from collections.abc import Sequence
 
 import hydra
-from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 
+# registers the CPU backend's config checks, which check_config runs (bots_verl.config.checks)
+import bots_verl.verl_cpu.config_checks  # noqa: F401
 from bots_verl.config.bots_config import BOTSConfig, check_bots_config, effective_hparams, read_bots_config
+from bots_verl.config.checks import run_config_checks
 from bots_verl.config.gpu_memory import check_gpu_memory
-from bots_verl.config.verl_checks import (
-    check_checkpoint_engine,
-    check_data_subset,
-    check_trainer_schedule,
-    check_verl_compat,
-    dapo_enabled,
-    local_path_exists,
-    train_files,
-)
-from bots_verl.core import SELECTORS
-from bots_verl.core.defaults import ROLLOUTS_PER_TASK
-from bots_verl.integration.evidence.task_index import GURU_DOMAINS, check_parquet_columns, check_parquet_domain
+from bots_verl.config.verl_checks import check_verl_settings, train_files, validate_verl_config, warn_verl_settings
+from bots_verl.integration.evidence.pool_checks import check_pool_inputs, check_train_files
 from bots_verl.integration.safety.fingerprint import run_fingerprint
-from bots_verl.integration.safety.refill_cap import read_refill_cap, refill_sources
+from bots_verl.integration.safety.refill_cap import RefillCap, read_refill_cap, refill_sources
 from bots_verl.integration.safety.resume import check_resume, resume_folder
 from bots_verl.integration.safety.run_lock import check_run_folders_free, hold_run_folders
 from bots_verl.integration.safety.training_record import experiment_settings, record_experiment
 from bots_verl.integration.safety.verl_pins import check_verl_drift
 from bots_verl.verl_cpu import launch
-from bots_verl.verl_cpu.known_answers import check_known_answers
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["check_config", "main", "run"]
 
 
-def _warn_dapo(config: DictConfig) -> None:
-    if dapo_enabled(config):
-        logger.warning(
-            "algorithm.filter_groups.enable=true with BOTS: groups evicted by DAPO are still fed to the posterior "
-            "(BOTSReplayBuffer), but verl then draws prompts one at a time; see bots_verl/integration/README.md"
-        )
+def _log_refills(config: DictConfig, cap: RefillCap) -> None:
+    """When the run refills a step, what a pool whose groups keep being discarded does to it (the dry run's summary
+    says it too): a warning without a cap."""
     if refill_sources(config):
-        cap = read_refill_cap(config)
         (logger.info if cap.max_prompts is not None else logger.warning)(
             "refills (%s): %s", ", ".join(refill_sources(config)), cap.describe()
         )
@@ -97,7 +84,13 @@ def _check_resume(config: DictConfig, bots: BOTSConfig) -> None:
 
 
 def check_config(config: DictConfig) -> BOTSConfig:
-    """Every check that needs no Ray and no GPU: verl's ``validate_config`` plus the ``bots:`` section.
+    """Every check that needs no Ray and no GPU, each from the layer that owns it: the ``bots:`` section
+    (:mod:`bots_verl.config.bots_config`), verl's keys and verl's ``validate_config``
+    (:mod:`bots_verl.config.verl_checks`), the refill cap (:mod:`bots_verl.integration.safety.refill_cap`), the
+    backends' registered checks (:mod:`bots_verl.config.checks`: the CPU backend's checkpoint engine and known-answer
+    script, :mod:`bots_verl.verl_cpu.config_checks`), the GPU memory (:mod:`bots_verl.config.gpu_memory`), the resume
+    (:mod:`bots_verl.integration.safety.resume`) and the pool's inputs
+    (:mod:`bots_verl.integration.evidence.pool_checks`).
 
     Paths that may only exist on the cluster (model, data files) give warnings; a local train parquet is checked for
     the task-id and reference columns.
@@ -116,108 +109,21 @@ def check_config(config: DictConfig) -> BOTSConfig:
             aside), or a missing or malformed known-answers file (``actor_rollout_ref.rollout.custom.known_answers``),
             or one of the recipes' models on GPUs its actor cannot fit (:mod:`bots_verl.config.gpu_memory`).
     """
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import validate_config
     from verl.utils.device import auto_set_device
 
     auto_set_device(config)
     bots = check_bots_config(config, read_bots_config(config))
-    check_verl_compat(config)
-    read_refill_cap(config)  # the generation-batch cap BOTSTrainer enforces: an integer or refused here
-    check_trainer_schedule(config)
-    check_checkpoint_engine(config)
-    check_data_subset(config)
-    check_known_answers(config)  # read by the rollout server, minutes into a run: a bad file is refused here
+    check_verl_settings(config)
+    _log_refills(config, read_refill_cap(config))  # the cap BOTSTrainer enforces: an integer or refused here
+    run_config_checks(config)  # the backends' own (registered when bots_verl.main imports them)
     # a layout whose actor cannot fit its GPUs would load the model and then run out of memory
     check_gpu_memory(config, bots.gpu_memory.card_gib, bots.gpu_memory.check)
     # before meta.json is written or any worker starts; a checkpoint that is not here is left to the trainer
     _check_resume(config, bots)
-    try:
-        validate_config(
-            config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
-        )
-    except (AssertionError, InstantiationException) as exc:
-        model_paths = [config.actor_rollout_ref.model.get("path", None), config.critic.get("model", {}).get("path")]
-        if "HFModelConfig" in str(exc) and any(p and not local_path_exists(str(p)) for p in model_paths):
-            # the critic's model config loads the HF config from the path, which may only exist on the cluster
-            logger.warning(
-                "validate_config could not load a model that is not local here (%s); skipped: %s", model_paths, exc
-            )
-        else:
-            # verl validates with asserts (some inside its config dataclasses); a config error should read as one
-            raise ValueError(f"verl validate_config: {exc}") from exc
-    _warn_dapo(config)
-    if config.actor_rollout_ref.rollout.n < 2:
-        logger.warning(
-            "actor_rollout_ref.rollout.n=%s: BOTS' evidence needs several rollouts per task (paper: %d)",
-            config.actor_rollout_ref.rollout.n,
-            ROLLOUTS_PER_TASK,
-        )
-
-    model_path = config.actor_rollout_ref.model.get("path", None)
-    if model_path and not local_path_exists(str(model_path)):
-        logger.warning("actor_rollout_ref.model.path=%s is not a local path (fine if the cluster has it)", model_path)
-    for file in train_files(config):
-        if not local_path_exists(file):
-            logger.warning("data.train_files entry %s does not exist here; its columns are not checked", file)
-            continue
-        if file.endswith(".parquet"):
-            check_parquet_columns(file, [bots.task_id_path[0], *bots.reference_columns])
-            if bots.run_log.domain in GURU_DOMAINS:
-                check_parquet_domain(file, bots.run_log.domain)
-    check_pool_inputs(train_files(config), bots)
+    validate_verl_config(config)
+    warn_verl_settings(config)
+    check_train_files(config, bots)
     return bots
-
-
-def check_pool_inputs(files: Sequence[str], bots: BOTSConfig) -> dict[str, int] | None:
-    """The reference values and the task embeddings against the pool in the train files, before Ray (issue 36).
-
-    Refused here, never a silent fall back to the flat prior: a reference column that is NaN on every task, an
-    embedding file whose task ids do not match the train files (missing, extra, repeated), whose rows differ in
-    length or hold non-finite values, and a similarity graph that would not fit in memory. Files that are not local
-    are left to the trainer, which checks the pool verl built.
-
-    Returns:
-        ``{"tasks": N, "labelled": L}`` (tasks with every reference column finite) when reference columns are set and
-        the files are local, else None.
-
-    Raises:
-        ValueError: naming the file and the problem.
-    """
-    from bots_verl.integration.evidence.embeddings import (
-        check_graph_fits,
-        check_reference_values,
-        load_task_embeddings,
-        pool_task_ids,
-    )
-    from bots_verl.integration.evidence.task_index import TaskIndex, read_reference_columns
-
-    if not (bots.reference_columns or bots.task_embeddings):
-        return None
-    files = list(files)
-    if not files or not all(f.endswith(".parquet") and local_path_exists(f) for f in files):
-        logger.info("the train files are not all local parquet files: the trainer checks the pool's inputs")
-        return None
-    ids = pool_task_ids(files, bots.task_id_path)
-    coverage = None
-    if bots.reference_columns:
-        index = TaskIndex(ids, bots.task_id_field)
-        reference = read_reference_columns(files, bots.reference_columns, bots.task_id_path, index)
-        coverage = {"tasks": len(ids), "labelled": check_reference_values(reference, bots.reference_columns, files)}
-        if coverage["labelled"] < len(ids):
-            logger.info(
-                "reference columns labelled on %d of %d tasks (%.1f%%); the other %d get no reference generations",
-                coverage["labelled"],
-                len(ids),
-                100.0 * coverage["labelled"] / len(ids),
-                len(ids) - coverage["labelled"],
-            )
-    if bots.task_embeddings:
-        emb = load_task_embeddings(bots.task_embeddings, ids)
-        # graph_k as the selector reads it: the run's value, else the core's default
-        base = getattr(SELECTORS.lookup(bots.selector), "_BASE_DEFAULTS", {})
-        check_graph_fits(len(ids), emb.vectors.shape[1], int(bots.hparams.get("graph_k", base.get("graph_k", 16))))
-    return coverage
 
 
 def _absolute_run_log_dir(config: DictConfig) -> None:

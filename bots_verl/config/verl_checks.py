@@ -1,8 +1,10 @@
 """Checks of verl's own config keys that BOTS depends on (no Ray, no GPU: the dry run runs them).
 
 ``bots:`` itself is :mod:`bots_verl.config.bots_config`; here are the verl settings a BOTS run needs or refuses
-(dataloader workers, the V1 trainer and its mode, verl's rollout skip, a seeded random subset) and the small readers of
-verl's config the driver and the trainer share (``data.train_files``, DAPO on or off).
+(dataloader workers, the V1 trainer and its mode, verl's rollout skip, the training schedule, the weight-sync bucket, a
+seeded random subset: :func:`check_verl_settings`), verl's own ``validate_config`` (:func:`validate_verl_config`) and
+the small readers of verl's config the driver and the trainer share (``data.train_files``, DAPO on or off). A
+backend's checks of its own settings are registered by the backend (:mod:`bots_verl.config.checks`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import logging
 import os
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from bots_verl.core.defaults import ROLLOUTS_PER_TASK
 
 logger = logging.getLogger(__name__)
 
@@ -21,9 +25,13 @@ __all__ = [
     "check_data_subset",
     "check_trainer_schedule",
     "check_verl_compat",
+    "check_verl_settings",
     "dapo_enabled",
     "local_path_exists",
     "train_files",
+    "validate_verl_config",
+    "warn_verl_settings",
+    "weight_sync_bucket_bytes",
 ]
 
 #: verl's top-level reward sections before ``reward:`` -> where verl 0.9.1's trainer reads them. Only verl's
@@ -152,16 +160,12 @@ def check_trainer_schedule(config: DictConfig) -> None:
         raise ValueError("; ".join(problems))
 
 
-def check_checkpoint_engine(config: DictConfig) -> None:
-    """The weight-sync settings the rollout's checkpoint engine is built with, checked as the worker checks them.
-
-    ``update_weights_bucket_megabytes`` must be a positive integer (verl shifts it by 20 bits in every worker); with
-    the ``cpu_gloo`` backend its ``engine_kwargs.cpu_gloo`` go through the engine's own check
-    (:func:`bots_verl.verl_cpu.checkpoint_engine.check_engine_settings`), so that an unknown key or a timeout that
-    is not positive is refused here rather than 80 s into a run.
+def weight_sync_bucket_bytes(config: DictConfig) -> int:
+    """``actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes`` in bytes, as every worker
+    computes it (verl shifts it by 20 bits; a checkpoint engine gets buckets of that size).
 
     Raises:
-        ValueError: naming the key.
+        ValueError: naming the key, for a value that is not a positive integer.
     """
     engine = config.actor_rollout_ref.rollout.get("checkpoint_engine", None) or {}
     megabytes = engine.get("update_weights_bucket_megabytes", 2048)
@@ -170,17 +174,68 @@ def check_checkpoint_engine(config: DictConfig) -> None:
             "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes="
             f"{megabytes!r} must be a positive integer (megabytes per weight-sync bucket)"
         )
-    backend = engine.get("backend", "naive")
-    from bots_verl.verl_cpu.launch import CPU_CHECKPOINT_ENGINE
+    return megabytes << 20
 
-    if backend == CPU_CHECKPOINT_ENGINE:
-        from bots_verl.verl_cpu.checkpoint_engine import check_engine_settings
 
-        kwargs = engine.get("engine_kwargs", None) or {}
-        settings = kwargs.get(backend, None)
-        if isinstance(settings, DictConfig | ListConfig):
-            settings = OmegaConf.to_container(settings, resolve=True)
-        check_engine_settings(megabytes << 20, {} if settings is None else settings)
+def check_checkpoint_engine(config: DictConfig) -> None:
+    """The weight-sync settings every checkpoint engine is built with: ``update_weights_bucket_megabytes`` must be a
+    positive integer (:func:`weight_sync_bucket_bytes`).
+
+    An engine's own ``engine_kwargs`` are checked by whoever provides it: the CPU backend registers the check of its
+    ``cpu_gloo`` engine (:mod:`bots_verl.config.checks`, :mod:`bots_verl.verl_cpu.config_checks`).
+
+    Raises:
+        ValueError: naming the key.
+    """
+    weight_sync_bucket_bytes(config)
+
+
+def check_verl_settings(config: DictConfig) -> None:
+    """Every check of verl's own keys the driver makes before Ray, in this order: :func:`check_verl_compat`,
+    :func:`check_trainer_schedule`, :func:`check_checkpoint_engine`, :func:`check_data_subset`.
+
+    verl's ``validate_config`` is :func:`validate_verl_config` (it builds verl's config dataclasses, so it comes last).
+
+    Raises:
+        ValueError: the first refusal, naming the key.
+    """
+    check_verl_compat(config)
+    check_trainer_schedule(config)
+    check_checkpoint_engine(config)
+    check_data_subset(config)
+
+
+#: verl's model config, which loads the model's HF config from ``model.path`` when verl builds the critic's config
+_HF_MODEL_CONFIG = "HFModelConfig"
+
+
+def validate_verl_config(config: DictConfig) -> None:
+    """verl's own ``validate_config``, its asserts turned into ``ValueError``.
+
+    A model that is not local here (a hub name or a cluster path) cannot be loaded by the critic's ``HFModelConfig``:
+    that failure alone is logged and skipped, since the model may exist where the run trains.
+
+    Raises:
+        ValueError: ``verl validate_config: <verl's message>``.
+    """
+    from hydra.errors import InstantiationException
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    try:
+        validate_config(
+            config=config, use_reference_policy=need_reference_policy(config), use_critic=need_critic(config)
+        )
+    except (AssertionError, InstantiationException) as exc:
+        model_paths = [config.actor_rollout_ref.model.get("path", None), config.critic.get("model", {}).get("path")]
+        if _HF_MODEL_CONFIG in str(exc) and any(p and not local_path_exists(str(p)) for p in model_paths):
+            # the critic's model config loads the HF config from the path, which may only exist on the cluster
+            logger.warning(
+                "validate_config could not load a model that is not local here (%s); skipped: %s", model_paths, exc
+            )
+        else:
+            # verl validates with asserts (some inside its config dataclasses); a config error should read as one
+            raise ValueError(f"verl validate_config: {exc}") from exc
 
 
 def train_files(config: DictConfig) -> list[str]:
@@ -221,3 +276,22 @@ def dapo_enabled(config: DictConfig) -> bool:
     """Whether verl's dynamic sampling (DAPO, ``algorithm.filter_groups.enable``) is on: the one place that decides."""
     filter_groups = config.algorithm.get("filter_groups", None)
     return bool(filter_groups is not None and filter_groups.get("enable", False))
+
+
+def warn_verl_settings(config: DictConfig) -> None:
+    """Log the verl settings a BOTS run accepts but that may not be what was meant: DAPO's dynamic sampling, fewer
+    than two rollouts per task, and a model path that is not here (fine if the cluster has it)."""
+    if dapo_enabled(config):
+        logger.warning(
+            "algorithm.filter_groups.enable=true with BOTS: groups evicted by DAPO are still fed to the posterior "
+            "(BOTSReplayBuffer), but verl then draws prompts one at a time; see bots_verl/integration/README.md"
+        )
+    if config.actor_rollout_ref.rollout.n < 2:
+        logger.warning(
+            "actor_rollout_ref.rollout.n=%s: BOTS' evidence needs several rollouts per task (paper: %d)",
+            config.actor_rollout_ref.rollout.n,
+            ROLLOUTS_PER_TASK,
+        )
+    model_path = config.actor_rollout_ref.model.get("path", None)
+    if model_path and not local_path_exists(str(model_path)):
+        logger.warning("actor_rollout_ref.model.path=%s is not a local path (fine if the cluster has it)", model_path)

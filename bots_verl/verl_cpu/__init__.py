@@ -13,6 +13,9 @@ Every Ray process then imports :mod:`.register` through verl's ``VERL_USE_EXTERN
   trainer, from the actor to a standalone ``hf`` replica, broadcast in buckets over gloo;
 - two compat fixes (:mod:`.compat`): plain gloo process groups and unpinned reference-model offload.
 
+The driver (``bots_verl.main``) imports :mod:`.config_checks`, which registers the backend's checks of the composed
+config with the config layer (:mod:`bots_verl.config.checks`): the ``cpu_gloo`` settings and the known-answer script.
+
 The CPU settings also select the agent-loop manager of :mod:`.agent_loop` (verl's TransferQueue manager, with one
 reward call and one TransferQueue write per prompt group instead of per rollout, writing the same records). Everything
 else (TransferQueue, agent loop, reward loop, replay buffer, FSDP, checkpoints, the weight-sync manager) is verl's

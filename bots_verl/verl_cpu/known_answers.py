@@ -23,8 +23,9 @@ selected with ``n`` rollouts. ``python -m bots_verl.verl_cpu.known_answers DATA.
 (and checks every scripted response with the training reward first).
 
 A script file is checked whole when it is read (:func:`load_script`), and by ``bots_verl.main``'s ``check_config``
-before Ray starts (:func:`check_known_answers`): a malformed one (an empty or non-list ``responses``, an empty prompt,
-which would match every prompt, a top-level list, ...) is a ``ValueError`` naming the file and the task.
+before Ray starts (:func:`check_known_answers`, registered by :mod:`.config_checks`): a malformed one (an empty or
+non-list ``responses``, an empty prompt, which would match every prompt, a top-level list, ...) is a ``ValueError``
+naming the file and the task.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ from hydra import compose, initialize_config_module
 
 from bots_verl.config.bots_config import check_bots_config, read_bots_config
 from bots_verl.integration.evidence.embeddings import write_embedding_file
+from bots_verl.integration.evidence.pool_checks import check_pool_inputs
 from bots_verl.integration.safety.fingerprint import fingerprint_changes, run_fingerprint
-from bots_verl.main import check_pool_inputs
 
 N = 40
 
