@@ -55,11 +55,6 @@ class BOTSSettings:
         """``bots.reference_columns``: the evidence the selector gets from the train files, weak -> strong."""
         return list(self.section.reference_columns)
 
-    @property
-    def task_embeddings(self) -> str | None:
-        """``bots.task_embeddings``: the pool's embedding file, or None."""
-        return self.section.task_embeddings or None
-
 
 def resolve_settings(bots: BOTSConfig) -> BOTSSettings:
     """The run's settings from its ``bots:`` section, checked (module docstring); run once, by the driver.

@@ -88,11 +88,6 @@ class SelectorSettings:
         """The task graph's neighbours per task, as the selector reads it (set, else its default)."""
         return self.selector_class.task_graph_k(self.hparams)
 
-    def reads_reference(self) -> bool:
-        """Whether the selector reads the reference columns it is given
-        (:meth:`~bots_verl.core.selector_base.Selector.reads_reference`)."""
-        return bool(self.selector_class.reads_reference(dict(self.effective)))
-
     def check_graph_fits(self, num_tasks: int, dims: int) -> int:
         """Refuse a task graph over ``num_tasks`` tasks of ``dims`` coordinates, with this run's neighbours per task,
         that would not fit in memory here (:func:`~bots_verl.core.task_graph.check_graph_fits`).
