@@ -26,9 +26,10 @@ from omegaconf import DictConfig, OmegaConf
 
 # registers the CPU backend's config checks, which check_config runs (bots_verl.config.checks)
 import bots_verl.verl_cpu.config_checks  # noqa: F401
-from bots_verl.config.bots_config import BOTSConfig, check_bots_config, effective_hparams, read_bots_config
+from bots_verl.config.bots_config import read_bots_config
 from bots_verl.config.checks import run_config_checks
 from bots_verl.config.gpu_memory import check_gpu_memory
+from bots_verl.config.settings import BOTSSettings, resolve_settings
 from bots_verl.config.verl_checks import check_verl_settings, train_files, validate_verl_config, warn_verl_settings
 from bots_verl.integration.evidence.pool_checks import check_pool_inputs, check_train_files
 from bots_verl.integration.safety.fingerprint import run_fingerprint
@@ -53,7 +54,7 @@ def _log_refills(config: DictConfig, cap: RefillCap) -> None:
         )
 
 
-def _driver_fingerprint(bots: BOTSConfig) -> dict:
+def _driver_fingerprint(settings: BOTSSettings) -> dict:
     """The parts of the run's fingerprint known without the dataset: selector, hyperparameters, success rule,
     reference names.
 
@@ -63,27 +64,27 @@ def _driver_fingerprint(bots: BOTSConfig) -> dict:
     return run_fingerprint(
         task_ids=None,
         prompts_sha256=None,
-        reference_columns=bots.reference_columns,
+        reference_columns=settings.reference_columns,
         reference=None,
-        selector=bots.selector,
-        hparams=effective_hparams(bots.selector, bots.hparams),
-        success_rule=bots.success.rule,
-        success_threshold=bots.success.threshold,
+        selector=settings.selector.name,
+        hparams=dict(settings.selector.effective),
+        success_rule=settings.section.success.rule,
+        success_threshold=settings.section.success.threshold,
     )
 
 
-def _check_resume(config: DictConfig, bots: BOTSConfig) -> None:
+def _check_resume(config: DictConfig, settings: BOTSSettings) -> None:
     """The resume checks the driver can make: BOTS' fingerprint as far as it is known here, the training settings."""
     check_resume(
         config,
-        fingerprint=_driver_fingerprint(bots),
-        accept=bots.resume.accept_changed,
+        fingerprint=_driver_fingerprint(settings),
+        accept=settings.section.resume.accept_changed,
         require_data_pt=False,
         experiment=experiment_settings(config),
     )
 
 
-def check_config(config: DictConfig) -> BOTSConfig:
+def check_config(config: DictConfig) -> BOTSSettings:
     """Every check that needs no Ray and no GPU, each from the layer that owns it: the ``bots:`` section
     (:mod:`bots_verl.config.bots_config`), verl's keys and verl's ``validate_config``
     (:mod:`bots_verl.config.verl_checks`), the refill cap (:mod:`bots_verl.integration.safety.refill_cap`), the
@@ -99,7 +100,7 @@ def check_config(config: DictConfig) -> BOTSConfig:
         config: the composed config (mutated only by verl's ``auto_set_device``).
 
     Returns:
-        The ``bots:`` section, read and checked once here (:mod:`bots_verl.config.bots_config`).
+        The run's BOTS settings, resolved and checked once here (:mod:`bots_verl.config.settings`).
 
     Raises:
         ValueError: for malformed config (the message names the key), a fresh run in a ``bots.run_log.dir`` that
@@ -112,18 +113,19 @@ def check_config(config: DictConfig) -> BOTSConfig:
     from verl.utils.device import auto_set_device
 
     auto_set_device(config)
-    bots = check_bots_config(config, read_bots_config(config))
+    settings = resolve_settings(read_bots_config(config))
+    bots = settings.section
     check_verl_settings(config)
     _log_refills(config, read_refill_cap(config))  # the cap BOTSTrainer enforces: an integer or refused here
     run_config_checks(config)  # the backends' own (registered when bots_verl.main imports them)
     # a layout whose actor cannot fit its GPUs would load the model and then run out of memory
     check_gpu_memory(config, bots.gpu_memory.card_gib, bots.gpu_memory.check)
     # before meta.json is written or any worker starts; a checkpoint that is not here is left to the trainer
-    _check_resume(config, bots)
+    _check_resume(config, settings)
     validate_verl_config(config)
     warn_verl_settings(config)
-    check_train_files(config, bots)
-    return bots
+    check_train_files(config, settings)
+    return settings
 
 
 def _absolute_run_log_dir(config: DictConfig) -> None:
@@ -133,7 +135,8 @@ def _absolute_run_log_dir(config: DictConfig) -> None:
         config.bots.run_log.dir = os.path.abspath(os.path.expanduser(run_dir))
 
 
-def _summary(config: DictConfig, bots: BOTSConfig) -> str:
+def _summary(config: DictConfig, settings: BOTSSettings) -> str:
+    bots = settings.section
     lines = [
         "BOTS dry run: config OK",
         f"  bots.selector={bots.selector} hparams={bots.hparams} seed={bots.seed}",
@@ -157,7 +160,7 @@ def _summary(config: DictConfig, bots: BOTSConfig) -> str:
         sampler = config.trainer.v1.sampler
         lines.append(
             f"  async: max_off_policy_threshold={sampler.max_off_policy_threshold} "
-            f"({sampler.max_off_policy_strategy}) evidence weight (1 - lam)**lag"
+            f"({sampler.max_off_policy_strategy}) evidence weighed by its age (the selector's lag weight)"
         )
     return "\n".join(lines)
 
@@ -167,16 +170,17 @@ def _plain_list(value) -> list:
     return [value] if isinstance(value, str) else list(value or [])
 
 
-def _prepare_run_log(config: DictConfig, bots: BOTSConfig, resume: dict | None) -> None:
+def _prepare_run_log(config: DictConfig, settings: BOTSSettings, resume: dict | None) -> None:
     """Write meta.json and turn on verl's file logger (the task runner points it at the run directory).
 
     Args:
         config: the checked config.
-        bots: its ``bots:`` section.
+        settings: its BOTS settings.
         resume: for a resumed run, what :func:`~bots_verl.integration.safety.training_record.record_experiment` recorded
             (the training settings it accepted as changed): added to an existing meta.json's ``extra.resumes``,
             which otherwise stays as the run's start wrote it. None: a fresh start writes meta.json.
     """
+    bots = settings.section
     if not bots.run_log.dir:
         return
     from bots_verl.fileio import write_json_atomic
@@ -200,16 +204,18 @@ def _prepare_run_log(config: DictConfig, bots: BOTSConfig, resume: dict | None) 
         domain=bots.run_log.domain,
         model=config.actor_rollout_ref.model.get("path"),
         method=bots.run_log.method,
-        seed=bots.selector_seed,
-        hparams=bots.hparams,
+        seed=settings.selector.seed,
+        hparams=dict(settings.selector.hparams),
         total_steps=config.trainer.get("total_training_steps"),
         extra={
-            "selector": bots.selector,
+            "selector": settings.selector.name,
             # every hyperparameter the selector runs with (defaults included), so a run log says what ran
-            "effective_hparams": effective_hparams(bots.selector, bots.hparams),
+            "effective_hparams": dict(settings.selector.effective),
+            # where each of them comes from: the selector's default, or set by the config
+            "hparam_sources": settings.selector.sources,
             "reference_columns": list(bots.reference_columns),
             # issue 36: tasks with reference values (a labelled subset costs labelled x n x models generations)
-            "reference_coverage": check_pool_inputs(train_files(config), bots),
+            "reference_coverage": check_pool_inputs(train_files(config), settings),
             "task_embeddings": bots.task_embeddings or None,
             "train_batch_size": config.data.train_batch_size,
             "rollout_n": config.actor_rollout_ref.rollout.n,
@@ -243,27 +249,26 @@ def run(config: DictConfig, overrides: Sequence[str] = ()) -> None:
     # is no longer there (the drift check imports the pinned verl modules).
     check_verl_drift()
     _absolute_run_log_dir(config)
-    bots = check_config(config)
-    if bots.dry_run:
+    settings = check_config(config)
+    if settings.section.dry_run:
         check_run_folders_free(config)
-        print(_summary(config, bots))
+        print(_summary(config, settings))
         if cpu_settings is not None:
             print(f"  CPU backend (bots_verl.verl_cpu) set: {' '.join(cpu_settings) or 'nothing (all given)'}")
         return
 
-    import ray
     from verl.trainer.main_ppo import run_ppo
 
-    from bots_verl.integration.hooks.task_runner import BOTSTaskRunner
+    from bots_verl.integration.hooks.task_runner import task_runner_with
 
     locks = hold_run_folders(config)
     try:
         # checked again under the lock: a run that held the folder until now may have saved a checkpoint since
-        _check_resume(config, bots)
+        _check_resume(config, settings)
         resumed_from = resume_folder(config)
         entry = record_experiment(config, experiment_settings(config), resumed_from)
-        _prepare_run_log(config, bots, entry if resumed_from else None)
-        run_ppo(config, task_runner_class=ray.remote(num_cpus=1)(BOTSTaskRunner))
+        _prepare_run_log(config, settings, entry if resumed_from else None)
+        run_ppo(config, task_runner_class=task_runner_with(settings))
     finally:
         for lock in locks:
             lock.release()

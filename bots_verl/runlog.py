@@ -70,6 +70,7 @@ __all__ = [
     "parse_int",
     "read_meta",
     "rotate_metrics",
+    "sweep_labels",
     "write_meta",
 ]
 
@@ -385,6 +386,12 @@ def method_spec(label: str) -> MethodSpec | None:
     return MethodSpec(
         label, f"BOTS ({symbol}={value:g})", "bots", {**PAPER_BOTS, key: value}, f"paper {symbol} ablation"
     )
+
+
+def sweep_labels(hparams: Mapping[str, Any]) -> list[MethodSpec]:
+    """The sweep labels (``bots_rho<x>``, ``bots_lambda<x>``) at the values ``hparams`` holds for the swept keys."""
+    specs = [method_spec(f"{prefix}{hparams[key]:g}") for prefix, (key, _) in _SWEEPS.items() if key in hparams]
+    return [spec for spec in specs if spec is not None]
 
 
 def method_display(label: str) -> str:

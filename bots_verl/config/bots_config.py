@@ -17,35 +17,30 @@ run silently with ``rho = 0``), and hydra's ``+bots.hparams.lam=...`` would stop
 (``bots.hparams.lam=0.3``, or with ``+`` as before); undeclared ones are added with ``+`` (``+bots.hparams.gamma=0.8``).
 The defaults a selector fills in are read from its registry entry's declared tables
 (:meth:`~bots_verl.core.selector_base.Selector.effective_hparams`; the paper's values come from
-:mod:`bots_verl.core.defaults`): :func:`effective_hparams` builds nothing.
+:mod:`bots_verl.core.defaults`).
 
-The rules that tie fields to each other, or to the selector registry and the rest of verl's config, are checked by
-hand, once, by the driver (:func:`check_bots_config`, called by ``bots_verl.main.check_config``): the selector knows
-every hyperparameter name and accepts the values, reference columns and embeddings, and ``bots.run_log.method``
-describes the selector it labels. The trainer, in its Ray process, only reads the section (:func:`read_bots_config`).
+The rules that tie fields to each other, or to the selector registry, are checked once, by the driver, which resolves
+the section into the run's settings (:func:`bots_verl.config.settings.resolve_settings`, called by
+``bots_verl.main.check_config``); the trainer, in its Ray process, gets those settings from the driver and reads no
+yaml.
 
 Everything here runs without Ray, TransferQueue or a GPU (the dry run, ``bots.dry_run=true``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from verl.base_config import BaseConfig
 from verl.utils.config import omega_conf_to_dataclass
 
-from bots_verl.core import SELECTORS, build_selector, defaults
-from bots_verl.core.ours.pass_rate_oracle import PassRateOracleSelector, load_truth_factory
+from bots_verl.core import SELECTORS, defaults
 from bots_verl.rewards.success import SUCCESS_RULES
-from bots_verl.runlog import METHODS, MethodSpec, method_spec
 
 logger = logging.getLogger(__name__)
 
@@ -57,10 +52,7 @@ __all__ = [
     "ResumeConfig",
     "RunLogConfig",
     "SuccessConfig",
-    "check_bots_config",
-    "effective_hparams",
     "read_bots_config",
-    "resolve_method_label",
 ]
 
 #: ``bots.resume.accept_changed`` values -> what each accepts (:mod:`bots_verl.integration.safety.fingerprint`).
@@ -146,7 +138,7 @@ class RunLogConfig(BaseConfig):
         run_id: run id in ``meta.json``; None until :func:`read_bots_config` takes the experiment name.
         domain: task domain in ``meta.json``.
         method: method label in ``meta.json`` (:data:`bots_verl.runlog.METHODS`, a selector name, or free text);
-            None: derived by :func:`check_bots_config`.
+            None: derived by :func:`~bots_verl.config.settings.resolve_settings`.
     """
 
     dir: str | None = None
@@ -292,152 +284,3 @@ def read_bots_config(config: DictConfig) -> BOTSConfig:
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", None) or "?"
         raise ValueError(f"bots.{key}: {str(exc).splitlines()[0]}") from None
-
-
-def check_bots_config(config: DictConfig, bots: BOTSConfig) -> BOTSConfig:
-    """The rules that tie ``bots:`` fields to each other and to verl's config; run once, by the driver.
-
-    - the selector knows every name in ``hparams`` (its declared tables, :func:`effective_hparams`), and accepts
-      their values, the seed and as many reference columns as given (:func:`_check_values`);
-    - ``pass_rate_oracle`` has a ``truth_source`` that loads (nothing else gives it the truth in a verl run);
-    - ``run_log.method``, when it names a method, describes exactly this selector and these hyperparameters
-      (:func:`resolve_method_label`); when null it is derived.
-
-    Args:
-        config: the full composed trainer config.
-        bots: :func:`read_bots_config` of it.
-
-    Returns:
-        ``bots`` with ``run_log.method`` resolved.
-
-    Raises:
-        ValueError: naming the keys involved.
-    """
-    refs = len(bots.reference_columns)
-    try:
-        effective = effective_hparams(bots.selector, bots.hparams)
-        _check_values(bots.selector, bots.hparams, refs, bots.selector_seed, bool(bots.task_embeddings))
-    except (TypeError, ValueError) as exc:
-        hint = " (set bots.reference_columns)" if not refs and "reference" in str(exc) else ""
-        if not bots.task_embeddings and "embedding" in str(exc):
-            hint = " (set bots.task_embeddings to the pool's embedding file: python -m reference_eval embed)"
-        raise ValueError(f"bots.selector={bots.selector!r} with bots.hparams={bots.hparams}: {exc}{hint}") from exc
-    if issubclass(SELECTORS.lookup(bots.selector), PassRateOracleSelector):
-        _check_truth_source(effective["truth_source"])
-    method = resolve_method_label(bots.run_log.method, bots.selector, bots.hparams)
-    return dataclasses.replace(bots, run_log=dataclasses.replace(bots.run_log, method=method))
-
-
-def _check_truth_source(spec: str) -> None:
-    """The oracle reads the true pass rates from ``truth_source`` in a verl run: nothing calls its ``observe_truth``.
-
-    Raises:
-        ValueError: when it is not set or does not load
-            (:func:`~bots_verl.core.ours.pass_rate_oracle.load_truth_factory`).
-    """
-    need = (
-        "pass_rate_oracle in a verl run reads the true pass rates from a truth source, "
-        "+bots.hparams.truth_source='package.module:factory' (a factory(num_tasks, **truth_args) returning a callable "
-        "that gives the pass rates; the toy's is bots_verl.toy.rollout_truth:RolloutServerTruth)"
-    )
-    if not spec:
-        raise ValueError(f"bots.hparams.truth_source is not set: {need}")
-    try:
-        load_truth_factory(spec)
-    except ValueError as exc:
-        raise ValueError(f"bots.hparams.{exc}: {need}") from exc
-
-
-def _check_values(selector: str, hparams: Mapping[str, Any], num_references: int, seed: int, embeddings: bool) -> None:
-    """``selector`` built once on a stand-in pool with neutral reference columns, so that every check its constructor
-    makes (value ranges, the selection rule's parameters, what needs reference columns or task embeddings) runs
-    before Ray starts; the values themselves are checked where they are used, not restated here.
-
-    With ``embeddings`` the pool has task embeddings too (``bots.task_embeddings``; one more task than ``graph_k``
-    neighbours).
-    """
-    size = 2
-    extra: dict[str, Any] = {}
-    if embeddings:
-        k = hparams.get("graph_k", 16)
-        size = max(size, k + 1) if isinstance(k, int) and not isinstance(k, bool) and 0 < k < 4096 else 17
-        extra["task_embeddings"] = np.eye(size, dtype=np.float32) + 0.5
-    dummy_ref = np.full((size, num_references), 0.5) if num_references else None
-    build_selector(selector, size, reference_pass_rates=dummy_ref, seed=seed, **extra, **hparams)
-
-
-def effective_hparams(selector: str, hparams: Mapping[str, Any]) -> dict[str, Any]:
-    """Every hyperparameter ``selector`` runs with: ``hparams`` over its declared defaults (and its evidence plug-in's
-    and selection rule's), read from its registry entry without building it.
-
-    Raises:
-        ValueError: for an unknown selector, or a hyperparameter it does not know (named), retired or refuses.
-    """
-    return SELECTORS.lookup(selector).effective_hparams(hparams)
-
-
-def _differences(expected: Mapping[str, Any], actual: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """``{key: (expected, actual)}`` for the keys whose values differ (numbers compared with a tolerance)."""
-
-    def same(a: Any, b: Any) -> bool:
-        numbers = (int, float)
-        if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool) and not isinstance(b, bool):
-            return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
-        return a == b
-
-    keys = sorted(set(expected) | set(actual))
-    return {k: (expected.get(k), actual.get(k)) for k in keys if not same(expected.get(k), actual.get(k))}
-
-
-def resolve_method_label(label: str | None, selector: str, hparams: Mapping[str, Any]) -> str:
-    """The ``method`` for ``meta.json``, checked against the selector and hyperparameters the run actually uses.
-
-    A label with a meaning (:func:`bots_verl.runlog.method_spec`: the paper's methods, ``bots_rho<x>``,
-    ``bots_lambda<x>``, ``bots_greedy``; or a registered selector's name, meaning that selector at its defaults) must
-    describe the config exactly, so appending ``bots.selector=implicit_only`` to a BOTS recipe cannot run one thing
-    and log another. A free-form label (``my_run``) claims nothing and is kept. Without a label the first matching
-    known label is used, else ``<selector>`` followed by the hyperparameters that differ from its defaults.
-
-    Args:
-        label: ``bots.run_log.method`` (None: derive it).
-        selector: ``bots.selector``.
-        hparams: ``bots.hparams`` as given.
-
-    Raises:
-        ValueError: if a meaningful label disagrees with the config (the message lists the differences).
-    """
-    actual = effective_hparams(selector, hparams)
-
-    def matches(spec: MethodSpec) -> dict[str, tuple[Any, Any]] | None:
-        """None if ``spec`` describes this run, else its differences (``selector`` included)."""
-        diff = {"selector": (spec.selector, selector)} if spec.selector != selector else {}
-        if not diff:
-            diff = _differences(effective_hparams(spec.selector, spec.hparams), actual)
-        return diff or None
-
-    if label is None:
-        candidates = [*METHODS.values(), MethodSpec(selector, selector, selector)]
-        for key, prefix in (("rho", "bots_rho"), ("lam", "bots_lambda")):
-            if key in actual:
-                candidates.append(method_spec(f"{prefix}{actual[key]:g}"))
-        for spec in candidates:
-            if matches(spec) is None:
-                return spec.label
-        own_defaults = effective_hparams(selector, {})
-        changed = _differences(own_defaults, actual)
-        return selector + "+" + ",".join(f"{k}={v[1]}" for k, v in changed.items())
-    spec = method_spec(label)
-    if spec is None and label in SELECTORS:
-        spec = MethodSpec(label, label, label)
-    if spec is None:
-        logger.info("bots.run_log.method=%r is a free-form label; meta.json records the selector and hparams", label)
-        return label
-    diff = matches(spec)
-    if diff:
-        shown = ", ".join(f"{k}: label means {e!r}, config has {a!r}" for k, (e, a) in diff.items())
-        raise ValueError(
-            f"bots.run_log.method={label!r} ({spec.display}: selector {spec.selector!r} with {dict(spec.hparams)}) "
-            f"does not describe this run ({shown}). Run the recipe made for the config you want, set "
-            "bots.run_log.method to a label that matches, or drop it to have it derived."
-        )
-    return label

@@ -189,6 +189,24 @@ class Selector:
         return cls.needs_reference
 
     @classmethod
+    def task_graph_k(cls, hparams: Mapping[str, Any]) -> Any:
+        """The task graph's neighbours per task under ``hparams`` (set, else the default; checked where the graph is
+        built)."""
+        return hparams.get("graph_k", cls._BASE_DEFAULTS["graph_k"])
+
+    @classmethod
+    def check_for_training(cls, hparams: Mapping[str, Any]) -> None:
+        """What the selector needs from a trainer beyond its constructor's checks (nothing here; a selector that
+        reads something only a trainer provides checks it).
+
+        Args:
+            hparams: the hyperparameters it runs with (defaults included).
+
+        Raises:
+            ValueError: naming the setting.
+        """
+
+    @classmethod
     def _graph_users(cls, hparams: Mapping[str, Any], missing_reference: bool) -> list[tuple[str, bool]]:
         """What might need the task graph, and whether it does under ``hparams`` (subclasses add their own)."""
         nan_policy = hparams.get("reference_nan", cls._BASE_DEFAULTS["reference_nan"])

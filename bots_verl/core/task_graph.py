@@ -33,6 +33,7 @@ __all__ = [
     "LABELLING_METHODS",
     "TaskGraph",
     "check_embeddings",
+    "check_graph_fits",
     "choose_labelled",
     "impute_reference",
     "impute_reference_report",
@@ -402,3 +403,34 @@ def choose_labelled(embeddings: Any, fraction: float, method: str, seed: int) ->
         left -= new.size
         np.minimum(dist, np.clip(1.0 - (xf @ xf[new].T).max(axis=1), 0.0, None), out=dist)
     return np.flatnonzero(chosen).astype(np.int64)
+
+
+def check_graph_fits(num_tasks: int, dims: int, k: int, available: int | None = None) -> int:
+    """Refuse, before a trainer starts, a task graph that would not fit in memory here (its selector builds it).
+
+    The estimate is :class:`TaskGraph`'s own (the graph, the normalised
+    embeddings and one chunk of similarities; never a dense task-by-task matrix).
+
+    Args:
+        num_tasks: pool size.
+        dims: embedding coordinates.
+        k: neighbours per task (``bots.hparams.graph_k``).
+        available: bytes available (default: :func:`~bots_verl.core.memory.available_memory_bytes`).
+
+    Returns:
+        The estimated bytes.
+
+    Raises:
+        ValueError: when the estimate exceeds the available memory, naming both and what to change.
+    """
+    from bots_verl.core import memory  # looked up at the call: tests replace what it reports
+
+    need = num_tasks * TaskGraph.bytes_per_task(k) + TaskGraph.build_transient_bytes(num_tasks, dims)
+    have = memory.available_memory_bytes() if available is None else available
+    if have is not None and need > have:
+        raise ValueError(
+            f"the task-similarity graph of {num_tasks:,} tasks x {dims} dims with graph_k={k} needs about "
+            f"{need / 2**30:.2f} GiB, more than the {have / 2**30:.2f} GiB available here; use fewer embedding "
+            "dimensions (reference_eval embed --dims) or a smaller bots.hparams.graph_k"
+        )
+    return need

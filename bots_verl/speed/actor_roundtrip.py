@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> None:
 
     import ray
 
+    from bots_verl.core.settings import SelectorSettings
     from bots_verl.integration.transport.sampler import BOTSSampler
     from bots_verl.integration.transport.selector_client import SelectorClient
     from bots_verl.integration.transport.selector_service import create_selector_service
@@ -38,7 +39,11 @@ def main(argv: list[str] | None = None) -> None:
     weak = rng.uniform(0, 1, args.tasks)
     ref = np.column_stack([weak, np.minimum(1.0, weak + 0.2)])
     actor = create_selector_service(
-        "bench_posterior", "bots_bench", selector=args.selector, num_tasks=args.tasks, reference_pass_rates=ref
+        "bench_posterior",
+        "bots_bench",
+        settings=SelectorSettings(args.selector),
+        num_tasks=args.tasks,
+        reference_pass_rates=ref,
     )
     sampler = BOTSSampler(SelectorClient(actor), args.tasks, args.batch, range(args.tasks))
     it = iter(sampler)

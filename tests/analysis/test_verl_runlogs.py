@@ -118,6 +118,8 @@ def test_meta_json_is_what_the_entry_point_writes(verl_runs: Path) -> None:
         "greedy",
         "interpolation",
     )
+    sources = meta["extra"]["hparam_sources"]  # the recipe sets these (recipes/common.sh); the prior is bots' default
+    assert (sources["lam"], sources["rho"], sources["selection"], sources["alpha0"]) == ("set", "set", "set", "default")
     assert dots.selector == "bots" and dots.total_steps == 8 and dots.model_name == "Qwen2.5-1.5B-Instruct"
     assert runs[("bots_mopps", 1)].flat_hparams["evidence"] == "none"
     # the resumed run: the crashed attempt's file kept as a part, the repeated step 5 from the second attempt

@@ -83,13 +83,14 @@ def write_verl_run(
     from verl.utils.tracking import FileLogger
 
     from bots_verl import runlog
-    from bots_verl.config.bots_config import check_bots_config, read_bots_config
+    from bots_verl.config.bots_config import read_bots_config
+    from bots_verl.config.settings import resolve_settings
     from bots_verl.main import _prepare_run_log
 
     run_dir = run_root / Path(config.bots.run_log.dir).name
     config.bots.run_log.dir = str(run_dir)
     config.trainer.total_training_steps = total_steps
-    _prepare_run_log(config, check_bots_config(config, read_bots_config(config)), None)
+    _prepare_run_log(config, resolve_settings(read_bots_config(config)), None)
     monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(run_dir / runlog.METRICS_FILE))
 
     def val(step: int) -> dict[str, float]:

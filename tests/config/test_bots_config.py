@@ -12,9 +12,11 @@ from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 
 from bots_verl.config import bots_config
-from bots_verl.config.bots_config import BOTSConfig, check_bots_config, effective_hparams, read_bots_config
+from bots_verl.config.bots_config import BOTSConfig, read_bots_config
+from bots_verl.config.settings import resolve_settings
 from bots_verl.core import SELECTORS, defaults
 from bots_verl.core.paper.paper_rules import PaperBOTS
+from bots_verl.core.settings import effective_hparams
 
 
 def _config(*overrides: str):
@@ -60,9 +62,9 @@ def test_defaults_other_sections_supply_are_filled_in():
 def test_cross_field_rules_are_checked_once_by_the_driver():
     bots = read_bots_config(_config("+bots.hparams.lamb=0.1"))  # reading the section does not build the selector
     with pytest.raises(ValueError, match="lamb"):
-        check_bots_config(_config(), bots)
-    checked = check_bots_config(_config(), read_bots_config(_config("bots.reference_columns=[w,s]")))
-    assert checked.run_log.method == "bots"  # derived: the paper's BOTS at its defaults
+        resolve_settings(bots)
+    checked = resolve_settings(read_bots_config(_config("bots.reference_columns=[w,s]")))
+    assert checked.method == "bots"  # derived: the paper's BOTS at its defaults
 
 
 def test_the_paper_defaults_have_one_home():
@@ -93,7 +95,7 @@ def test_the_oracle_without_a_usable_truth_source_is_refused_by_the_driver(extra
     """Issue 47, item 6: nothing in a verl run calls observe_truth, so the first select raised after start-up."""
     config = _config("bots.selector=pass_rate_oracle", *extra)
     with pytest.raises(ValueError) as refused:
-        check_bots_config(config, read_bots_config(config))
+        resolve_settings(read_bots_config(config))
     assert message in str(refused.value)
     assert "reads the true pass rates from a truth source" in str(refused.value)
 
@@ -102,7 +104,7 @@ def test_the_oracle_with_the_toy_truth_source_passes():
     config = _config(
         "bots.selector=pass_rate_oracle", "+bots.hparams.truth_source=bots_verl.toy.rollout_truth:RolloutServerTruth"
     )
-    assert check_bots_config(config, read_bots_config(config)).selector == "pass_rate_oracle"
+    assert resolve_settings(read_bots_config(config)).selector.name == "pass_rate_oracle"
 
 
 @pytest.mark.parametrize(
@@ -117,7 +119,7 @@ def test_a_boolean_or_a_quoted_rate_is_refused_before_ray_naming_the_key(overrid
     """Issue 47, items 8 and 9, through hydra's parsing of the override as the launch scripts write it."""
     config = _config("bots.reference_columns=[w,s]", override)
     with pytest.raises(ValueError) as refused:
-        check_bots_config(config, read_bots_config(config))
+        resolve_settings(read_bots_config(config))
     assert message in str(refused.value)
 
 
@@ -147,7 +149,7 @@ def test_null_means_each_selectors_own_default():
     for selector in ("bots", "mopps", "bots_warm", "random", "implicit_only"):
         bots = read_bots_config(_config(f"bots.selector={selector}", "bots.reference_columns=[w,s]"))
         assert bots.hparams == {}
-        assert check_bots_config(_config(), bots).run_log.method == selector
+        assert resolve_settings(bots).method == selector
     mopps = read_bots_config(_config("bots.selector=mopps"))
     assert effective_hparams(mopps.selector, mopps.hparams)["rho"] == 0.0  # never BOTS' rho = 0.1
 
@@ -157,19 +159,19 @@ def test_a_declared_key_is_set_with_or_without_plus(override):
     bots = read_bots_config(_config("bots.selector=mopps", override))
     assert bots.hparams == {"lam": 0.3}
     assert effective_hparams(bots.selector, bots.hparams)["lam"] == 0.3
-    assert check_bots_config(_config(), bots).run_log.method == "mopps+lam=0.3"
+    assert resolve_settings(bots).method == "mopps+lam=0.3"
 
 
 def test_undeclared_keys_are_added_and_unknown_ones_refused_naming_the_key():
     added = read_bots_config(_config("+bots.hparams.gamma=0.8", "bots.reference_columns=[w,s]"))
     assert added.hparams == {"gamma": 0.8}
-    assert check_bots_config(_config(), added).run_log.method == "bots+gamma=0.8"
+    assert resolve_settings(added).method == "bots+gamma=0.8"
     for overrides, key in (
         (("bots.selector=random", "bots.hparams.lam=0.3"), "lam"),
         (("+bots.hparams.lamb=1",), "lamb"),
     ):
         with pytest.raises(ValueError, match=f"unknown hyperparameter '{key}'"):
-            check_bots_config(_config(), read_bots_config(_config(*overrides)))
+            resolve_settings(read_bots_config(_config(*overrides)))
 
 
 @pytest.mark.parametrize(
@@ -187,7 +189,7 @@ def test_a_null_undeclared_hyperparameter_is_refused_naming_it(selector, key):
         f"+bots.hparams.{key}=null",
     )
     with pytest.raises(ValueError) as refused:
-        check_bots_config(config, read_bots_config(config))
+        resolve_settings(read_bots_config(config))
     assert f"hyperparameter '{key}' is null, but it takes a value (default" in str(refused.value)
     assert "leave it out to run with the default" in str(refused.value)
 
@@ -200,15 +202,15 @@ def test_reference_nan_is_labelled_and_recorded(value):
     config = _config(*overrides)
     bots = read_bots_config(config)
     assert effective_hparams(bots.selector, bots.hparams)["reference_nan"] == value
-    assert check_bots_config(config, bots).run_log.method == f"bots+reference_nan={value}"
+    assert resolve_settings(bots).method == f"bots+reference_nan={value}"
     # the BOTS recipe's label describes paper BOTS, which fills missing values with column means
     labelled = _config(*overrides, "bots.run_log.method=bots")
     with pytest.raises(ValueError, match=r"reference_nan: label means None, config has '" + value):
-        check_bots_config(labelled, read_bots_config(labelled))
+        resolve_settings(read_bots_config(labelled))
     # at its default it changes nothing, and the record stays as before
     same = _config("bots.selector=bots", "bots.reference_columns=[w,s]", "+bots.hparams.reference_nan=impute")
     assert "reference_nan" not in effective_hparams("bots", read_bots_config(same).hparams)
-    assert check_bots_config(same, read_bots_config(same)).run_log.method == "bots"
+    assert resolve_settings(read_bots_config(same)).method == "bots"
 
 
 def test_graph_k_is_labelled_where_a_task_graph_reads_it_and_refused_where_none_does():
@@ -217,8 +219,8 @@ def test_graph_k_is_labelled_where_a_task_graph_reads_it_and_refused_where_none_
     )
     bots = read_bots_config(config)
     assert effective_hparams(bots.selector, bots.hparams)["graph_k"] == 8
-    assert check_bots_config(config, bots).run_log.method == "bots_noref+graph_k=8"
+    assert resolve_settings(bots).method == "bots_noref+graph_k=8"
     for selector in ("bots", "random", "mopps"):
         unused = _config(f"bots.selector={selector}", "bots.reference_columns=[w,s]", "+bots.hparams.graph_k=8")
         with pytest.raises(ValueError, match=f"graph_k=8 has no effect on selector '{selector}'"):
-            check_bots_config(unused, read_bots_config(unused))
+            resolve_settings(read_bots_config(unused))

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from bots_verl.config.bots_config import effective_hparams
 from bots_verl.core import SELECTORS, Selector, build_selector
+from bots_verl.core.settings import effective_hparams
 from bots_verl.integration.safety.fingerprint import run_fingerprint
 
 _BOTS = {

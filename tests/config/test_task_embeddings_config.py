@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 from hydra import compose, initialize_config_module
 
-from bots_verl.config.bots_config import check_bots_config, read_bots_config
+from bots_verl.config.bots_config import read_bots_config
+from bots_verl.config.settings import resolve_settings
 from bots_verl.integration.evidence.embeddings import write_embedding_file
 from bots_verl.integration.evidence.pool_checks import check_pool_inputs
 from bots_verl.integration.safety.fingerprint import fingerprint_changes, run_fingerprint
@@ -26,7 +27,7 @@ def _config(*overrides: str):
 
 def _bots(*overrides: str):
     config = _config("bots.task_id_field=task_id", *overrides)
-    return check_bots_config(config, read_bots_config(config))
+    return resolve_settings(read_bots_config(config))
 
 
 @pytest.fixture

@@ -126,12 +126,13 @@ def save_bots_data_pt(folder, num_tasks: int, fingerprint: dict | None, *, selec
     verl's checkpoint writes it) in ``folder``, with its posterior service in this process instead of a Ray actor."""
     from torchdata.stateful_dataloader import StatefulDataLoader
 
+    from bots_verl.core.settings import SelectorSettings
     from bots_verl.integration.transport.sampler import BOTSSampler
     from bots_verl.integration.transport.selector_client import InProcessSelectorClient
     from bots_verl.integration.transport.selector_service import SelectorService
 
     reference = np.full((num_tasks, refs), 0.5) if refs else None
-    service = SelectorService(selector, num_tasks, reference_pass_rates=reference, seed=1)
+    service = SelectorService(SelectorSettings(selector, seed=1), num_tasks, reference_pass_rates=reference)
     sampler = BOTSSampler(InProcessSelectorClient(service), num_tasks, 2, list(range(num_tasks)), fingerprint)
     loader = StatefulDataLoader(list(range(num_tasks)), batch_size=2, sampler=sampler)
     next(iter(loader))

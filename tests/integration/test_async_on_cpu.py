@@ -29,6 +29,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from bots_verl.config.bots_config import BOTSConfig
 from bots_verl.core import build_selector
+from bots_verl.core.settings import SelectorSettings
 from bots_verl.integration.evidence.outcomes import SuccessRule
 from bots_verl.integration.evidence.staleness import session_lags
 from bots_verl.integration.evidence.task_index import TaskIndex
@@ -82,10 +83,9 @@ class Cluster:
         actor = create_selector_service(
             f"async_{uuid.uuid4().hex[:8]}",
             "bots_tests",
-            selector="bots",
+            settings=SelectorSettings("bots", seed=seed),
             num_tasks=num_tasks,
             reference_pass_rates=_reference(num_tasks),
-            seed=seed,
         )
         self.sampler = BOTSSampler(
             SelectorClient(actor), num_tasks, select_size, [TASK_BASE + p for p in range(num_tasks)]

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from bots_verl.core.settings import SelectorSettings
 from bots_verl.integration.transport.inflight import InflightLedger
 from bots_verl.integration.transport.sampler import BOTSSampler
 from bots_verl.integration.transport.selector_client import InProcessSelectorClient
@@ -26,7 +27,9 @@ class Run:
 
     def __init__(self, registry: set[str], seed: int = 3) -> None:
         self.registry = registry
-        self.sampler = BOTSSampler(InProcessSelectorClient(SelectorService("bots", N, REF, seed)), N, B, list(range(N)))
+        self.sampler = BOTSSampler(
+            InProcessSelectorClient(SelectorService(SelectorSettings("bots", seed=seed), N, REF)), N, B, list(range(N))
+        )
         self.sampler.track_inflight(InflightLedger(stale_after=2), lambda: set(self.registry))
         self.it = iter(self.sampler)
 

@@ -48,7 +48,7 @@ def test_bad_selector_fails_with_clear_message(pool, tokenizer_dir):
 
 def test_dry_run_warns_for_paths_only_on_the_cluster(caplog):
     cfg = compose(base_overrides("/cluster/data/train.parquet", "/cluster/models/qwen", "bots.dry_run=true"))
-    bots = check_config(cfg)
+    bots = check_config(cfg).section
     assert bots.dry_run and bots.reference_columns == ["weak_pass_rate", "strong_pass_rate"]
     assert "does not exist here" in caplog.text and "not a local path" in caplog.text
 
@@ -138,7 +138,7 @@ def test_dry_run_refuses_a_resume_whose_posterior_was_built_for_other_hparams_or
 ):
     """The driver compares what it knows without the dataset (selector, hyperparameters, success rule, reference column
     names) with the checkpoint's fingerprint, so the dry run already says what the trainer would refuse."""
-    from bots_verl.config.bots_config import effective_hparams
+    from bots_verl.core.settings import effective_hparams
     from bots_verl.integration.safety.fingerprint import run_fingerprint
 
     ckpt = tmp_path / "ckpt"
@@ -189,7 +189,7 @@ def test_dry_run_refuses_a_resume_whose_posterior_was_built_for_other_hparams_or
 def test_task_id_column_and_baselines_validate(pool, tokenizer_dir):
     for selector in ("random", "sequential", "offline_easy2hard", "implicit_only"):
         cfg = compose(base_overrides(pool, tokenizer_dir, f"bots.selector={selector}", "bots.task_id_field=task_id"))
-        assert check_config(cfg).selector == selector
+        assert check_config(cfg).selector.name == selector
 
 
 def test_random_subset_with_a_seed_or_without_shuffle_is_accepted(pool, tokenizer_dir):

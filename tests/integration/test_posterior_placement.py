@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from bots_verl.config.bots_config import ActorConfig
+from bots_verl.core.settings import SelectorSettings
 from bots_verl.integration.transport.placement import actor_node_id, posterior_placement
 from bots_verl.integration.transport.selector_service import create_selector_service
 
@@ -26,7 +27,7 @@ def test_by_default_the_posterior_lands_on_the_node_of_the_process_that_creates_
     def create_and_locate(name: str) -> tuple[str, str]:
         # as verl's task runner does: create the actor from a Ray worker, with the default placement
         handle = create_selector_service(
-            name, "bots", placement=posterior_placement(None), selector="random", num_tasks=4
+            name, "bots", placement=posterior_placement(None), settings=SelectorSettings("random"), num_tasks=4
         )
         try:
             return ray.get_runtime_context().get_node_id(), actor_node_id(handle)
@@ -45,7 +46,11 @@ def test_a_node_resource_no_node_declares_is_refused_before_the_actor_is_created
     name = f"placement_{uuid.uuid4().hex[:8]}"
     with pytest.raises(ValueError) as refused:
         create_selector_service(
-            name, "bots", placement=posterior_placement("bots_posterior_nowhere"), selector="random", num_tasks=4
+            name,
+            "bots",
+            placement=posterior_placement("bots_posterior_nowhere"),
+            settings=SelectorSettings("random"),
+            num_tasks=4,
         )
     message = str(refused.value)
     assert "bots.actor.node_resource='bots_posterior_nowhere': no node of this Ray cluster declares" in message
@@ -63,7 +68,7 @@ def test_a_declared_resource_is_requested_in_a_share_that_leaves_it_for_others(r
         f"placement_{uuid.uuid4().hex[:8]}",
         "bots",
         placement=posterior_placement(resource),
-        selector="random",
+        settings=SelectorSettings("random"),
         num_tasks=4,
     )
     try:

@@ -18,7 +18,7 @@ import torch
 from omegaconf import OmegaConf
 from torchdata.stateful_dataloader import StatefulDataLoader
 
-from bots_verl.config.bots_config import effective_hparams
+from bots_verl.core.settings import SelectorSettings, effective_hparams
 from bots_verl.integration.hooks.trainer import BOTSTrainer
 from bots_verl.integration.safety.fingerprint import run_fingerprint
 from bots_verl.integration.safety.resume import check_resume, check_resume_data_pt, check_resume_fingerprint
@@ -52,7 +52,9 @@ def _plain_verl_checkpoint(ckpt: Path) -> Path:
 
 
 def _bots_checkpoint(ckpt: Path) -> Path:
-    sampler = _in_process_sampler(SelectorService("random", N, seed=1), N, B, [f"t{i}" for i in range(N)])
+    sampler = _in_process_sampler(
+        SelectorService(SelectorSettings("random", seed=1), N), N, B, [f"t{i}" for i in range(N)]
+    )
     return _save_loader_state(StatefulDataLoader(list(range(N)), batch_size=B, sampler=sampler), ckpt)
 
 
@@ -150,7 +152,7 @@ def _fingerprint(
 
 def _fingerprinted_checkpoint(ckpt: Path, fingerprint: dict | None) -> Path:
     """A real data.pt (torch.save'd StatefulDataLoader state) of a bots posterior, with ``fingerprint``."""
-    service = SelectorService("bots", N, reference_pass_rates=REF, seed=1)
+    service = SelectorService(SelectorSettings("bots", seed=1), N, reference_pass_rates=REF)
     sampler = _in_process_sampler(service, N, B, IDS, fingerprint)
     return _save_loader_state(StatefulDataLoader(list(range(N)), batch_size=B, sampler=sampler), ckpt)
 
@@ -240,7 +242,9 @@ def test_a_resumed_run_writes_its_own_fingerprint(tmp_path):
     folder = _fingerprinted_checkpoint(tmp_path / "a", _fingerprint())
     state = check_resume_data_pt(folder)
     changed = _fingerprint(hparams={"lam": 0.2})
-    sampler = _in_process_sampler(SelectorService("bots", N, reference_pass_rates=REF, seed=1), N, B, IDS, changed)
+    sampler = _in_process_sampler(
+        SelectorService(SelectorSettings("bots", seed=1), N, reference_pass_rates=REF), N, B, IDS, changed
+    )
     sampler.load_state_dict(torch.load(folder / "data.pt", weights_only=False)["_sampler_iter_state"]["sampler_state"])
     assert state["fingerprint"] == _fingerprint() and sampler.state_dict()["fingerprint"] == changed
 

@@ -12,7 +12,7 @@ import sys
 import pytest
 from integration_helpers import ROOT, base_overrides, compose, make_pool, save_bots_data_pt
 
-from bots_verl.config.bots_config import effective_hparams
+from bots_verl.core.settings import effective_hparams
 from bots_verl.integration.safety.fingerprint import run_fingerprint
 from bots_verl.integration.safety.run_lock import LOCK_NAME, RunFolderInUse
 from bots_verl.integration.safety.training_record import RECORD_FILE

@@ -10,6 +10,7 @@ import torch
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from bots_verl.core import build_selector
+from bots_verl.core.settings import SelectorSettings
 from bots_verl.integration.transport.sampler import BOTSSampler
 from bots_verl.integration.transport.sampler_state import checkpoint_sampler_state
 from bots_verl.integration.transport.selector_client import PosteriorLostError, SelectorClient
@@ -22,7 +23,11 @@ REF = np.column_stack([np.linspace(0.05, 0.95, N), np.linspace(0.2, 1.0, N)])
 
 def _actor(selector="bots", seed=3):
     return create_selector_service(
-        f"t_{uuid.uuid4().hex[:8]}", "bots_tests", selector=selector, num_tasks=N, reference_pass_rates=REF, seed=seed
+        f"t_{uuid.uuid4().hex[:8]}",
+        "bots_tests",
+        settings=SelectorSettings(selector, seed=seed),
+        num_tasks=N,
+        reference_pass_rates=REF,
     )
 
 
@@ -151,12 +156,12 @@ def test_bad_configuration_is_a_value_error(ray_tq):
         BOTSSampler(None, N, N + 1, IDS)
     with pytest.raises(ValueError, match="could not create|needs reference"):
         create_selector_service(
-            f"t_{uuid.uuid4().hex[:8]}", "bots_tests", selector="offline_easy2hard", num_tasks=N, seed=0
+            f"t_{uuid.uuid4().hex[:8]}", "bots_tests", settings=SelectorSettings("offline_easy2hard"), num_tasks=N
         )
     name = f"t_{uuid.uuid4().hex[:8]}"
-    first = create_selector_service(name, "bots_tests", selector="random", num_tasks=N)  # noqa: F841 (keeps it alive)
+    first = create_selector_service(name, "bots_tests", settings=SelectorSettings("random"), num_tasks=N)  # noqa: F841 (keeps it alive)
     with pytest.raises(ValueError, match="already exists"):
-        create_selector_service(name, "bots_tests", selector="random", num_tasks=N)
+        create_selector_service(name, "bots_tests", settings=SelectorSettings("random"), num_tasks=N)
 
 
 def test_dispatch_log_and_counters_ride_in_data_pt(ray_tq, tmp_path):

@@ -9,9 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from bots_verl.core.task_graph import check_graph_fits
 from bots_verl.integration.evidence.embeddings import (
     EmbeddingFileError,
-    check_graph_fits,
     check_reference_values,
     embeddings_sha256,
     load_task_embeddings,

@@ -22,6 +22,8 @@ from omegaconf import OmegaConf
 from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
+from bots_verl.config.bots_config import read_bots_config
+from bots_verl.config.settings import resolve_settings
 from bots_verl.integration.hooks.canonical_order import canonical_order
 from bots_verl.integration.hooks.trainer import BOTSTrainer
 from bots_verl.integration.safety.refill_cap import TooManyGenBatchesError
@@ -53,11 +55,16 @@ class FakeRollout:
         self.dispatched += [p["index"] for p in prompts]
 
 
+def _built(config) -> BOTSTrainer:
+    """A BOTSTrainer given the settings the driver resolves from ``config`` (as the task runner hands them on)."""
+    return BOTSTrainer(config, resolve_settings(read_bots_config(config)))
+
+
 def _trainer(config, refills: tuple[int, ...] = ()):
     """A BOTSTrainer whose step dispatches the batch, then ``refills`` extra prompts (as DAPO's refill_fn does)."""
     from verl.trainer.ppo.padding_utils import upsample_batch_to_divisible_size
 
-    trainer = BOTSTrainer(config)
+    trainer = _built(config)
     trainer._init_tokenizer()
     trainer.global_steps = 1
     trainer._init_dataloader()
@@ -300,7 +307,7 @@ def test_reference_columns_are_read_from_the_local_copies_of_remote_files(ray_tq
     monkeypatch.setattr(hdfs_io, "_HDFS_BIN_PATH", str(cli))
     overrides = base_overrides("hdfs://cluster/data/train.parquet", tokenizer_dir, f"+data.cache_dir={tmp_path}/cache")
     cfg = compose(overrides)
-    trainer = BOTSTrainer(cfg)
+    trainer = _built(cfg)
     trainer._init_tokenizer()
     trainer._init_dataloader()
     local = list(trainer.train_dataset.data_files)
@@ -332,7 +339,7 @@ def test_a_resume_into_another_pool_or_reference_is_refused_before_workers_start
         return config
 
     # the checkpoint of a run, written as verl's _save_checkpoint writes data.pt
-    first = BOTSTrainer(cfg())
+    first = _built(cfg())
     first._init_tokenizer()
     first._init_dataloader()
     next(iter(first.train_dataloader))
@@ -347,7 +354,7 @@ def test_a_resume_into_another_pool_or_reference_is_refused_before_workers_start
     monkeypatch.setattr(trainer_base.PPOTrainer, "_init_resource_pool_mgr", workers_would_start)
 
     def resume(config, refused: str | None = None) -> None:
-        trainer = BOTSTrainer(config)
+        trainer = _built(config)
         try:
             with pytest.raises(ValueError if refused else WorkersWouldStart) as raised:
                 trainer.init()
@@ -385,15 +392,15 @@ def test_a_resume_into_another_pool_or_reference_is_refused_before_workers_start
 def test_bad_settings_fail_in_constructor(config):
     config.data.dataloader_num_workers = 2
     with pytest.raises(ValueError, match="dataloader_num_workers"):
-        BOTSTrainer(config)
+        _built(config)
     config.data.dataloader_num_workers = 0
     config.data.seed = None  # train_max_samples=30 with shuffle and no seed: another subset in every process
     with pytest.raises(ValueError, match="data.seed"):
-        BOTSTrainer(config)
+        _built(config)
     config.data.seed = 5
     config.bots.replay_poll_interval = 0
     with pytest.raises(ValueError, match="replay_poll_interval"):
-        BOTSTrainer(config)
+        _built(config)  # refused where the driver resolves the settings, before any trainer
 
 
 def test_resume_without_the_posterior_is_refused(ray_tq, config, tmp_path):
@@ -404,7 +411,7 @@ def test_resume_without_the_posterior_is_refused(ray_tq, config, tmp_path):
     (ckpt / "global_step_2" / "actor").mkdir(parents=True)
     (ckpt / "latest_checkpointed_iteration.txt").write_text("2")
     config.trainer.default_local_dir = str(ckpt)
-    trainer = BOTSTrainer(config)
+    trainer = _built(config)
     with pytest.raises(FileNotFoundError, match="data.pt is missing"):
         trainer.init()  # refused before any worker starts
 

@@ -19,7 +19,8 @@ from hydra.utils import get_class
 from integration_helpers import ROOT, save_bots_data_pt
 from omegaconf import OmegaConf, open_dict
 
-from bots_verl.config.bots_config import effective_hparams, read_bots_config
+from bots_verl.config.bots_config import read_bots_config
+from bots_verl.core.settings import effective_hparams
 from bots_verl.integration.safety.fingerprint import run_fingerprint
 from bots_verl.integration.safety.recorded_settings import HARMLESS, RECORDED_SECTIONS, harmless
 from bots_verl.integration.safety.resume import check_resume

@@ -38,7 +38,7 @@ def _check(tmp_path: Path, script: Path, *overrides: str, **env: str):
 
     (argv,) = record(script, tmp_path, NO_DATA, *overrides, **env).values()
     (config,) = compose([argv])
-    return check_config(config)
+    return check_config(config).section
 
 
 @pytest.mark.parametrize(("script", "gpus", "card", "refused"), LAYOUTS)

@@ -156,7 +156,7 @@ def test_every_recipe_dry_run_validates(tmp_path: Path, data_dir: Path) -> None:
     from bots_verl.main import check_config
 
     for name, config in zip(recorded, compose(recorded.values()), strict=True):
-        bots = check_config(config)
+        bots = check_config(config).section
         assert bots.dry_run, name
         assert bots.run_log.method == _method(name), name  # the label describes the config (or check_config raises)
         assert bots.task_id_field == "task_id"
@@ -182,7 +182,7 @@ def test_the_cpu_modes_graph_runs_validate_under_a_label_that_names_their_graph_
     for (name, argv), config in zip(recorded.items(), compose(recorded.values()), strict=True):
         label = name.split("-instruct-cpu_", 1)[1].rsplit("_s", 1)[0] + "+graph_k=4"
         assert value(argv, "bots.run_log.method") == f"'{label}'" and value(argv, "+bots.hparams.graph_k") == "4"
-        assert check_config(config).run_log.method == label, name
+        assert check_config(config).method == label, name
 
 
 def test_selector_override_wins_with_its_label_or_fails(tmp_path: Path, data_dir: Path) -> None:
@@ -203,8 +203,8 @@ def test_selector_override_wins_with_its_label_or_fails(tmp_path: Path, data_dir
         check_config(configs["selector"])
     with pytest.raises(ValueError, match=r"bots.run_log.method='bots' .*rho: label means 0.1, config has 0.2"):
         check_config(configs["rho_knob"])
-    assert check_config(configs["relabelled"]).run_log.method == "bots_greedy"
-    assert check_config(configs["derived"]).run_log.method == "bots_rho0.05"
+    assert check_config(configs["relabelled"]).method == "bots_greedy"
+    assert check_config(configs["derived"]).method == "bots_rho0.05"
 
 
 def test_knobs_and_passthrough(tmp_path: Path, data_dir: Path) -> None:

@@ -109,6 +109,27 @@ class PassRateOracleSelector(Selector):
         self.selection_stats: dict[str, float] = {}
 
     @classmethod
+    def check_for_training(cls, hparams: Mapping[str, Any]) -> None:
+        """In a trainer nothing calls :meth:`observe_truth`: the oracle reads the true pass rates from
+        ``truth_source``.
+
+        Raises:
+            ValueError: when it is not set or does not load (:func:`load_truth_factory`).
+        """
+        need = (
+            "pass_rate_oracle in a verl run reads the true pass rates from a truth source, "
+            "+bots.hparams.truth_source='package.module:factory' (a factory(num_tasks, **truth_args) returning a "
+            "callable that gives the pass rates; the toy's is bots_verl.toy.rollout_truth:RolloutServerTruth)"
+        )
+        spec = hparams["truth_source"]
+        if not spec:
+            raise ValueError(f"bots.hparams.truth_source is not set: {need}")
+        try:
+            load_truth_factory(spec)
+        except ValueError as exc:
+            raise ValueError(f"bots.hparams.{exc}: {need}") from exc
+
+    @classmethod
     def bytes_per_task(cls, reference_columns: int, hparams: Mapping[str, Any] | None = None) -> int:
         # the truth and its checked copy, the gaps, the tie-break keys, lexsort's result and work space (float64/int64)
         return super().bytes_per_task(reference_columns, hparams) + 64

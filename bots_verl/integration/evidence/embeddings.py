@@ -35,7 +35,6 @@ __all__ = [
     "EmbeddingFileError",
     "TaskEmbeddings",
     "embeddings_sha256",
-    "check_graph_fits",
     "check_reference_values",
     "load_task_embeddings",
     "pool_task_ids",
@@ -258,38 +257,6 @@ def pool_task_ids(files: Sequence[str], path: Sequence[str]) -> list[int | str]:
         table = pq.read_table(file, columns=[path[0]])
         ids.extend(task_id_of({path[0]: v}, path) for v in table.column(path[0]).to_pylist())
     return ids
-
-
-def check_graph_fits(num_tasks: int, dims: int, k: int, available: int | None = None) -> int:
-    """Refuse, before Ray, a task graph that would not fit in memory here (the posterior actor builds it at start-up).
-
-    The estimate is the core's own (:class:`~bots_verl.core.task_graph.TaskGraph`: the graph, the normalised
-    embeddings and one chunk of similarities; never a dense task-by-task matrix).
-
-    Args:
-        num_tasks: pool size.
-        dims: embedding coordinates.
-        k: neighbours per task (``bots.hparams.graph_k``).
-        available: bytes available (default: :func:`bots_verl.core.memory.available_memory_bytes`).
-
-    Returns:
-        The estimated bytes.
-
-    Raises:
-        ValueError: when the estimate exceeds the available memory, naming both and what to change.
-    """
-    from bots_verl.core.memory import available_memory_bytes
-    from bots_verl.core.task_graph import TaskGraph
-
-    need = num_tasks * TaskGraph.bytes_per_task(k) + TaskGraph.build_transient_bytes(num_tasks, dims)
-    have = available_memory_bytes() if available is None else available
-    if have is not None and need > have:
-        raise ValueError(
-            f"the task-similarity graph of {num_tasks:,} tasks x {dims} dims with graph_k={k} needs about "
-            f"{need / 2**30:.2f} GiB, more than the {have / 2**30:.2f} GiB available here; use fewer embedding "
-            "dimensions (reference_eval embed --dims) or a smaller bots.hparams.graph_k"
-        )
-    return need
 
 
 def check_reference_values(reference: np.ndarray, columns: Sequence[str], source: str) -> int:

@@ -12,11 +12,9 @@ from collections.abc import Sequence
 
 from omegaconf import DictConfig
 
-from bots_verl.config.bots_config import BOTSConfig
+from bots_verl.config.settings import BOTSSettings
 from bots_verl.config.verl_checks import local_path_exists, train_files
-from bots_verl.core import SELECTORS
 from bots_verl.integration.evidence.embeddings import (
-    check_graph_fits,
     check_reference_values,
     load_task_embeddings,
     pool_task_ids,
@@ -34,13 +32,14 @@ logger = logging.getLogger(__name__)
 __all__ = ["check_pool_inputs", "check_train_files"]
 
 
-def check_train_files(config: DictConfig, bots: BOTSConfig) -> None:
+def check_train_files(config: DictConfig, settings: BOTSSettings) -> None:
     """Each local train parquet holds the task-id and reference columns (and the run's Guru domain), then the pool's
     inputs (:func:`check_pool_inputs`); a train file that is not here is only warned about.
 
     Raises:
         ValueError: naming the file and the problem.
     """
+    bots = settings.section
     for file in train_files(config):
         if not local_path_exists(file):
             logger.warning("data.train_files entry %s does not exist here; its columns are not checked", file)
@@ -49,10 +48,10 @@ def check_train_files(config: DictConfig, bots: BOTSConfig) -> None:
             check_parquet_columns(file, [bots.task_id_path[0], *bots.reference_columns])
             if bots.run_log.domain in GURU_DOMAINS:
                 check_parquet_domain(file, bots.run_log.domain)
-    check_pool_inputs(train_files(config), bots)
+    check_pool_inputs(train_files(config), settings)
 
 
-def check_pool_inputs(files: Sequence[str], bots: BOTSConfig) -> dict[str, int] | None:
+def check_pool_inputs(files: Sequence[str], settings: BOTSSettings) -> dict[str, int] | None:
     """The reference values and the task embeddings against the pool in the train files, before Ray (issue 36).
 
     Refused here, never a silent fall back to the flat prior: a reference column that is NaN on every task, an
@@ -67,6 +66,7 @@ def check_pool_inputs(files: Sequence[str], bots: BOTSConfig) -> dict[str, int] 
     Raises:
         ValueError: naming the file and the problem.
     """
+    bots = settings.section
     if not (bots.reference_columns or bots.task_embeddings):
         return None
     files = list(files)
@@ -89,7 +89,5 @@ def check_pool_inputs(files: Sequence[str], bots: BOTSConfig) -> dict[str, int] 
             )
     if bots.task_embeddings:
         emb = load_task_embeddings(bots.task_embeddings, ids)
-        # graph_k as the selector reads it: the run's value, else the core's default
-        base = getattr(SELECTORS.lookup(bots.selector), "_BASE_DEFAULTS", {})
-        check_graph_fits(len(ids), emb.vectors.shape[1], int(bots.hparams.get("graph_k", base.get("graph_k", 16))))
+        settings.selector.check_graph_fits(len(ids), emb.vectors.shape[1])
     return coverage

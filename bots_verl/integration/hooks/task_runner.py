@@ -18,6 +18,7 @@ when the run ends.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -30,6 +31,7 @@ from omegaconf import DictConfig
 from verl.trainer.main_ppo import TaskRunnerV1
 from verl.trainer.ppo.v1 import trainer_base
 
+from bots_verl.config.settings import BOTSSettings
 from bots_verl.integration.hooks.async_trainer import bots_trainer_class
 from bots_verl.integration.safety.resume import check_run_log_dir
 from bots_verl.runlog import METRICS_FILE, rotate_metrics
@@ -44,6 +46,7 @@ __all__ = [
     "check_no_transfer_queue",
     "claim_cluster",
     "take_claim",
+    "task_runner_with",
     "trainer_registered",
     "use_run_log",
 ]
@@ -217,7 +220,15 @@ def claim_cluster(config: DictConfig) -> Any:
 
 
 class BOTSTaskRunner(TaskRunnerV1.__ray_actor_class__):
-    """verl's V1 task runner building :class:`BOTSTrainer` (wrap with ``ray.remote(num_cpus=1)``)."""
+    """verl's V1 task runner building :class:`BOTSTrainer` with the driver's settings (:func:`task_runner_with`).
+
+    Args:
+        settings: the run's BOTS settings, resolved once by the driver (:mod:`bots_verl.config.settings`).
+    """
+
+    def __init__(self, settings: BOTSSettings) -> None:
+        super().__init__()
+        self.bots_settings = settings
 
     def run(self, config: DictConfig) -> None:
         """verl's ``TaskRunnerV1.run`` (TransferQueue, trainer, agent loop, fit), with ``BOTSTrainer``.
@@ -230,8 +241,34 @@ class BOTSTaskRunner(TaskRunnerV1.__ray_actor_class__):
         try:
             use_run_log(config)
             mode = config.trainer.v1.trainer_mode
-            with trainer_registered(mode, bots_trainer_class(mode)):
+            trainer = functools.partial(bots_trainer_class(mode), settings=self.bots_settings)
+            with trainer_registered(mode, trainer):
                 super().run(config)
         finally:
             with contextlib.suppress(Exception):
                 ray.kill(claim)
+
+
+class _RunnerWithSettings:
+    """What verl's ``run_ppo`` takes as ``task_runner_class``: it calls ``.remote()`` (or ``.options(...).remote()``)
+    without arguments, so the driver's settings are bound here."""
+
+    def __init__(self, actor_class: Any, settings: BOTSSettings) -> None:
+        self._actor_class = actor_class
+        self._settings = settings
+
+    def options(self, **options: Any) -> _RunnerWithSettings:
+        return _RunnerWithSettings(self._actor_class.options(**options), self._settings)
+
+    def remote(self) -> Any:
+        return self._actor_class.remote(self._settings)
+
+
+def task_runner_with(settings: BOTSSettings) -> Any:
+    """``run_ppo``'s ``task_runner_class``: :class:`BOTSTaskRunner` (one CPU) created with the driver's ``settings``,
+    so the trainer and the selector's actor take the run's settings from the driver and read no yaml.
+
+    Args:
+        settings: the run's BOTS settings (:func:`bots_verl.config.settings.resolve_settings`).
+    """
+    return _RunnerWithSettings(ray.remote(num_cpus=1)(BOTSTaskRunner), settings)

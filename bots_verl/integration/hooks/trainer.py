@@ -24,8 +24,8 @@ they rely on are pinned in :mod:`bots_verl.integration.safety.verl_pins`):
    columns verl just read (:mod:`bots_verl.integration.safety.fingerprint`), unless ``bots.resume.accept_changed``
    accepts the change; ``_load_checkpoint`` refuses a ``data.pt`` that torchdata found empty.
 
-The ``bots:`` section is read with :func:`~bots_verl.config.bots_config.read_bots_config` (types and values); the
-rules across fields were checked once, by the driver.
+The run's BOTS settings come from the driver, resolved and checked there once (:mod:`bots_verl.config.settings`, handed
+on by the task runner): the trainer reads no yaml, and hands the selector's settings to the selector's actor.
 
 The task runner that builds it is :mod:`bots_verl.integration.hooks.task_runner`.
 """
@@ -44,7 +44,8 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-from bots_verl.config.bots_config import BOTSConfig, effective_hparams, read_bots_config
+from bots_verl.config.bots_config import BOTSConfig
+from bots_verl.config.settings import BOTSSettings
 from bots_verl.config.verl_checks import check_data_subset, check_verl_compat, dapo_enabled
 from bots_verl.integration.evidence.embeddings import (
     TaskEmbeddings,
@@ -92,14 +93,15 @@ class BOTSTrainer(PPOTrainerSync):
 
     Args:
         config: the composed ``bots_trainer`` config.
+        settings: the run's BOTS settings, resolved and checked once by the driver (``bots_verl.main.check_config``).
 
     Raises:
-        ValueError: for an invalid ``bots:`` section or incompatible verl settings.
+        ValueError: for incompatible verl settings.
     """
 
-    def __init__(self, config: DictConfig) -> None:
-        # read, not checked again: the driver (bots_verl.main.check_config) checked the section once
-        self.bots: BOTSConfig = read_bots_config(config)
+    def __init__(self, config: DictConfig, settings: BOTSSettings) -> None:
+        self.bots_settings = settings
+        self.bots: BOTSConfig = settings.section
         check_verl_compat(config)
         check_data_subset(config)
         self._bots_dapo = dapo_enabled(config)
@@ -140,7 +142,7 @@ class BOTSTrainer(PPOTrainerSync):
             labelled = check_reference_values(reference, self.bots.reference_columns, str(files))
             if labelled < len(self.bots_task_index):
                 logger.info(
-                    "BOTS: reference columns on %d of %d tasks; the rest are NaN (bots.hparams.reference_nan)",
+                    "BOTS: reference columns on %d of %d tasks; the rest are NaN (the selector's NaN policy applies)",
                     labelled,
                     len(self.bots_task_index),
                 )
@@ -155,11 +157,9 @@ class BOTSTrainer(PPOTrainerSync):
             self.bots.actor.name,
             self.bots.actor.namespace,
             placement=posterior_placement(self.bots.actor.node_resource),
-            selector=self.bots.selector,
+            settings=self.bots_settings.selector,
             num_tasks=num_tasks,
             reference_pass_rates=reference,
-            seed=self.bots.selector_seed,
-            hparams=self.bots.hparams,
             task_embeddings=None if embeddings is None else embeddings.vectors,
         )
         self.bots_sampler = BOTSSampler(
@@ -199,8 +199,8 @@ class BOTSTrainer(PPOTrainerSync):
             reference_columns=self.bots.reference_columns,
             reference=reference,
             task_embeddings_sha256=None if embeddings is None else embeddings.sha256,
-            selector=self.bots.selector,
-            hparams=effective_hparams(self.bots.selector, self.bots.hparams),
+            selector=self.bots_settings.selector.name,
+            hparams=dict(self.bots_settings.selector.effective),
             success_rule=self.bots.success.rule,
             success_threshold=self.bots.success.threshold,
         )

@@ -147,7 +147,7 @@ def run_fingerprint(
         reference_columns: reference column names, weak -> strong.
         reference: their ``(N, K)`` values aligned to positions, or ``None`` (not read, or no columns).
         selector: the selector name.
-        hparams: every hyperparameter the selector runs with (:func:`bots_verl.config.bots_config.effective_hparams`).
+        hparams: every hyperparameter the selector runs with (:class:`~bots_verl.core.settings.SelectorSettings`).
         success_rule: ``bots.success.rule``.
         success_threshold: ``bots.success.threshold``.
         task_embeddings_sha256: :func:`~bots_verl.integration.evidence.embeddings.embeddings_sha256` of the task

@@ -26,7 +26,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from bots_verl.core import build_selector
+from bots_verl.core.settings import SelectorSettings
 
 logger = logging.getLogger(__name__)
 
@@ -63,27 +63,22 @@ class SelectorService:
     """Owns one selector; the body of the Ray actor (also usable in-process, e.g. in benchmarks).
 
     Args:
-        selector: registered selector name.
+        settings: the run's selector settings (resolved once by the driver, :mod:`bots_verl.config.settings`).
         num_tasks: pool size.
         reference_pass_rates: ``(num_tasks, K)`` reference pass rates or None.
-        seed: selector seed.
-        hparams: selector hyperparameters.
         task_embeddings: ``(num_tasks, d)`` task embeddings aligned to the pool (``bots.task_embeddings``) or None;
             given only when set, so selectors that never read them are built exactly as before.
     """
 
     def __init__(
         self,
-        selector: str,
+        settings: SelectorSettings,
         num_tasks: int,
         reference_pass_rates: np.ndarray | None = None,
-        seed: int = 0,
-        hparams: dict[str, Any] | None = None,
         task_embeddings: np.ndarray | None = None,
     ) -> None:
-        extra: dict[str, Any] = {} if task_embeddings is None else {"task_embeddings": task_embeddings}
-        self.selector = build_selector(
-            selector, num_tasks, reference_pass_rates=reference_pass_rates, seed=seed, **extra, **(hparams or {})
+        self.selector = settings.build(
+            num_tasks, reference_pass_rates=reference_pass_rates, task_embeddings=task_embeddings
         )
         self.incarnation = uuid.uuid4().hex
 
@@ -148,11 +143,9 @@ def create_selector_service(
     namespace: str,
     *,
     placement: dict[str, Any] | None = None,
-    selector: str,
+    settings: SelectorSettings,
     num_tasks: int,
     reference_pass_rates: np.ndarray | None = None,
-    seed: int = 0,
-    hparams: dict[str, Any] | None = None,
     task_embeddings: np.ndarray | None = None,
 ) -> SelectorActor:
     """Create the run's named selector service, a Ray actor (``num_cpus=0``, ``max_restarts=0``).
@@ -162,7 +155,7 @@ def create_selector_service(
         namespace: Ray namespace (``bots.actor.namespace``).
         placement: Ray options that choose its node (:func:`~bots_verl.integration.transport.placement.
             posterior_placement`); None: Ray's default.
-        selector, num_tasks, reference_pass_rates, seed, hparams, task_embeddings: see :class:`SelectorService`.
+        settings, num_tasks, reference_pass_rates, task_embeddings: see :class:`SelectorService`.
 
     Returns:
         The actor handle.
@@ -181,7 +174,7 @@ def create_selector_service(
         raise ValueError(f"a posterior actor named {namespace}/{name} already exists; set bots.actor.name")
     actor_cls = ray.remote(num_cpus=0, max_restarts=0)(SelectorService)
     handle = actor_cls.options(name=name, namespace=namespace, **(placement or {})).remote(
-        selector, num_tasks, reference_pass_rates, seed, hparams, task_embeddings
+        settings, num_tasks, reference_pass_rates, task_embeddings
     )
     # surface constructor errors (bad hparams, reference shape) here, not at the first batch
     try:
@@ -189,5 +182,5 @@ def create_selector_service(
     except ray.exceptions.RayActorError as exc:
         cause = exc.__cause__ or exc
         raise ValueError(f"could not create the selector actor: {cause}") from exc
-    logger.info("created selector actor %s/%s (%s, %d tasks)", namespace, name, selector, num_tasks)
+    logger.info("created selector actor %s/%s (%s, %d tasks)", namespace, name, settings.name, num_tasks)
     return handle
