@@ -193,7 +193,7 @@ def test_a_refill_past_the_generation_batch_cap_stops_the_step_before_the_poster
     after = ray.get(trainer.bots_sampler.client.actor.posterior.remote())
     assert all(np.array_equal(a, b) for a, b in zip(posterior, after, strict=True))
     assert trainer.bots_sampler.updates == 1 and [s for s, _ in trainer.bots_sampler.dispatch_log()] == [1]
-    assert trainer._bots_step_prompts is None
+    assert not trainer._bots_in_step
     tq.kv_clear(keys=rollout.keys, partition_id="train")
 
 

@@ -14,7 +14,7 @@ they rely on are pinned in :mod:`bots_verl.integration.safety.verl_pins`):
    :class:`~bots_verl.integration.hooks.replay_buffer.BOTSReplayBuffer` (dispatch-order tie-breaks; with the
    deterministic ``hf`` rollout, rows in :mod:`~bots_verl.integration.hooks.canonical_order`; with DAPO, the evicted
    groups reported to :meth:`BOTSTrainer._bots_observe_evicted`).
-4. ``_fetch_one_gen_batch`` records the order in which prompts were dispatched and counts the step's prompts;
+4. ``_fetch_one_gen_batch`` records the order in which prompts were dispatched (so it counts the step's prompts);
    ``_add_prompts_to_generate`` (verl's ``refill_fn``) refuses a refill past the step's generation-batch cap,
    ``algorithm.filter_groups.max_num_gen_batches`` (:mod:`~bots_verl.integration.safety.refill_cap`), which verl
    0.9.1's V1 replay buffer ignores: it would refill a step for ever.
@@ -106,8 +106,9 @@ class BOTSTrainer(PPOTrainerSync):
         check_data_subset(config)
         self._bots_dapo = dapo_enabled(config)
         self._bots_refill_cap = read_refill_cap(config)
-        # prompts dispatched in the current step (None between steps: the async warm-up is no step's refill)
-        self._bots_step_prompts: int | None = None
+        # inside verl's step (the async warm-up, outside any step, is no step's refill); the step's prompts are its
+        # dispatch order's entries
+        self._bots_in_step = False
         self._bots_rule = SuccessRule(self.bots.success.rule, self.bots.success.threshold)
         # evidence gathered during the current step (DAPO evictions); flushed with the step's batch
         self._bots_evicted: list[Outcome] = []
@@ -209,8 +210,6 @@ class BOTSTrainer(PPOTrainerSync):
         batch = super()._fetch_one_gen_batch()
         for uid in list(batch["uid"]):
             self._bots_dispatch_order[str(uid)] = next(self._bots_dispatch_counter)
-        if self._bots_step_prompts is not None:
-            self._bots_step_prompts += len(batch["uid"])
         return batch
 
     def _add_prompts_to_generate(self, num_prompts: int) -> int:
@@ -219,8 +218,8 @@ class BOTSTrainer(PPOTrainerSync):
         Raised inside verl's ``ReplayBuffer.sample``, the error ends ``fit()`` before the step's posterior update and
         checkpoint (:mod:`~bots_verl.integration.safety.refill_cap`).
         """
-        if self._bots_step_prompts is not None:
-            self._bots_refill_cap.check(self.global_steps, self._bots_step_prompts, num_prompts)
+        if self._bots_in_step:
+            self._bots_refill_cap.check(self.global_steps, len(self._bots_dispatch_order), num_prompts)
         return super()._add_prompts_to_generate(num_prompts)
 
     def init(self) -> None:
@@ -308,11 +307,11 @@ class BOTSTrainer(PPOTrainerSync):
         self._bots_dispatch_order.clear()
         self._bots_dispatch_counter = itertools.count()
         self.bots_sampler.begin_step(self.global_steps)
-        self._bots_step_prompts = 0
+        self._bots_in_step = True
         try:
             batch = super().step(metrics, timing_raw)
         finally:
-            self._bots_step_prompts = None
+            self._bots_in_step = False
         metrics.update(self.update_from_trained_batch(batch))
         return batch
 
