@@ -5,23 +5,50 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bots_verl.runlog import METHODS, PAPER_METHODS
+
 __all__ = [
+    "FAMILY_DOMAINS",
+    "RUN_LOG_DOMAINS",
     "PROFILES",
+    "TABLE1_SELECTORS",
     "VARIANTS",
     "BenchmarkProfile",
     "arm_settings",
     "check_profile",
     "cluster_gpus",
+    "default_out",
+    "method_overrides",
+    "profile_of",
     "training_overrides",
 ]
 
 #: the selectors of issue 16, in the order of the tables (``mopps``: the core selector, explicit evidence only at BOTS'
-#: lam = 0.1; the paper's BOTS-MoPPS row at lam = 0 is the label ``bots_mopps``, :data:`bots_verl.runlog.METHODS`)
+#: lam = 0.1; the paper's BOTS-MoPPS row at lam = 0 is the arm and label ``bots_mopps``, runlog.METHODS)
 ALL_SELECTORS = ("random", "offline_easy2hard", "mopps", "implicit_only", "bots")
+
+#: the domain of a task family's runs in Table 1: the recipes' domain of the family's reward, so the toy table and a
+#: GPU recipe's table are one layout (domains x methods) made by the same code (``analysis.table1``)
+FAMILY_DOMAINS = {"arith": "math", "code": "code", "logic": "logic"}
+#: what a family's runs record as ``bots.run_log.domain`` (their ``meta.json``): arithmetic keeps ``toy``, what every
+#: archived arithmetic run recorded, since a benchmark folder's tables group its runs by domain and a folder mixes
+#: archived runs with new ones; Table 1 reads each family's folder as :data:`FAMILY_DOMAINS` says. Recorded in each
+#: run's command, so a folder's runs are reused only by a benchmark of their own family (``run_records``).
+RUN_LOG_DOMAINS = {"arith": "toy", "code": "code", "logic": "logic"}
+
+
+def method_overrides(label: str) -> tuple[str, tuple[str, ...]]:
+    """The selector and ``bots.hparams`` overrides of a method label, from its one definition
+    (:data:`bots_verl.runlog.METHODS`): the toy arm of that name runs exactly what the label means, and the entry
+    point checks the run's label against the config it composes (``bots_verl.config.settings``)."""
+    spec = METHODS[label]
+    return spec.selector, tuple(f"+bots.hparams.{key}={value}" for key, value in spec.hparams.items())
+
 
 # verl's DAPO dynamic sampling on the correctness metric: all-0 / all-1 groups are discarded after their rollouts and
 # the step is refilled until it holds train_batch_size mixed groups (every generated rollout counts in bots/rollouts)
@@ -62,6 +89,10 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "bots_ref5": ("bots_partial_ref", ()),
     # issue 36: no reference columns; each step's explicit evidence spreads to similar tasks
     "bots_noref": ("bots_noref", ()),
+    # issue 60: the paper's BOTS-MoPPS and BOTS-DOTS rows, the bots selector at the label's hyperparameters (not the
+    # mopps / implicit_only arms above, which stay what their archived runs ran)
+    "bots_mopps": method_overrides("bots_mopps"),
+    "bots_dots": method_overrides("bots_dots"),
 }
 
 #: issue 36's arms -> the labelled subset (bots_verl.toy.similarity_inputs.LABELLED_SUBSETS) whose reference columns
@@ -101,6 +132,8 @@ class BenchmarkProfile:
     #: not reproducible across CPUs, so each build used for results ships in recipes/toy/artifacts/<profile>_s<seed>;
     #: runs pair only within one build.
     build_seed: int = 0
+    #: the task family (:mod:`bots_verl.toy.families`): what ``prepare`` builds and the domain the runs record
+    family: str = "arith"
 
     def steps_of(self, arm: str) -> int:
         """GRPO steps of ``arm``'s runs."""
@@ -173,6 +206,27 @@ PROFILES: dict[str, BenchmarkProfile] = {
     "ci": BenchmarkProfile("ci", "ci", ("random", "bots"), (0,), steps=2, prompts=4, n=4, eval_every=1),
 }
 
+#: issue 60: the paper's Table 1 arms (its main-table methods, in its row order), one benchmark per task family
+TABLE1_SELECTORS = tuple(m.label for m in PAPER_METHODS)
+# arith: exactly the full profile's settings (its build, steps, learning and evaluation), so the archived random,
+# offline_easy2hard and bots runs of recipes/toy/results are reused as they are; one run at a time
+_TABLE1_ARITH = dataclasses.replace(PROFILES["full"], name="table1", selectors=TABLE1_SELECTORS, jobs=1)
+# ---------------------------------------------------------------------------------------------------------------------
+# PLACEHOLDERS, to be set after calibration (issue 60): the code and logic families' table1 steps and learning
+# settings (here arith's learning settings at 60 steps) and their build profile ("full", which build_profiles.py does
+# not define for them yet: prepare refuses it by name until it does).
+TABLE1_UNCALIBRATED: dict[str, dict[str, Any]] = {
+    "code": {"data_profile": "full", "steps": 60, **_LEARNING},
+    "logic": {"data_profile": "full", "steps": 60, **_LEARNING},
+}
+# ---------------------------------------------------------------------------------------------------------------------
+#: ``--profile table1``'s settings of each family (:func:`profile_of`)
+TABLE1_PROFILES: dict[str, BenchmarkProfile] = {
+    "arith": _TABLE1_ARITH,
+    **{f: dataclasses.replace(_TABLE1_ARITH, family=f, **kw) for f, kw in TABLE1_UNCALIBRATED.items()},
+}
+PROFILES["table1"] = _TABLE1_ARITH
+
 DEFAULT_OUT = {
     "headline": "runs/toy",
     "full": "runs/toy",
@@ -180,7 +234,33 @@ DEFAULT_OUT = {
     "claims": "runs/toy",
     "quick": "runs/toy/quick",
     "ci": "runs/toy/ci",
+    "table1": "runs/toy_table1",
 }
+
+
+def profile_of(name: str, family: str = "arith") -> BenchmarkProfile:
+    """The benchmark profile ``name`` for task family ``family``: ``table1``'s own settings of that family
+    (:data:`TABLE1_PROFILES`), any other profile's settings on the family's build of the profile's data profile.
+
+    Raises:
+        ValueError: an unknown profile or family (naming the known ones).
+    """
+    from bots_verl.toy.families import family_of
+
+    if name not in PROFILES:
+        raise ValueError(f"unknown benchmark profile {name!r}; choose from {sorted(PROFILES)}")
+    family_of(family)
+    if name == "table1":
+        return TABLE1_PROFILES[family]
+    return dataclasses.replace(PROFILES[name], family=family)
+
+
+def default_out(profile: BenchmarkProfile) -> str:
+    """The profile's benchmark directory when ``--out`` is not given: each family's runs under a root of their own
+    (``table1``: ``runs/toy_table1/<family>``; another profile of a family other than arith: ``<its folder>/<family>``).
+    """
+    base = DEFAULT_OUT[profile.name]
+    return base if profile.family == "arith" and profile.name != "table1" else f"{base}/{profile.family}"
 
 
 def arm_settings(arm: str) -> tuple[str, tuple[str, ...]]:
@@ -203,8 +283,8 @@ def arm_settings(arm: str) -> tuple[str, tuple[str, ...]]:
 
 
 def check_profile(profile: BenchmarkProfile) -> None:
-    """Refuse a profile the benchmark cannot run: unknown arms, no ``random`` arm, sizes below 1, no seeds, an arm or
-    seed twice.
+    """Refuse a profile the benchmark cannot run: a family without the profile's build, unknown arms, no ``random``
+    arm, sizes below 1, no seeds, an arm or seed twice.
 
     A repeated arm or seed would plan one run twice, and both copies would train in the same run directory at once.
     Every table pairs an arm with Random's run of the same seed, so an arm list without ``random`` would train for
@@ -214,6 +294,12 @@ def check_profile(profile: BenchmarkProfile) -> None:
     Raises:
         ValueError: naming the setting.
     """
+    from bots_verl.toy.build_profiles import PrepareError, build_profile
+
+    try:
+        build_profile(profile.family, profile.data_profile)
+    except PrepareError as exc:
+        raise ValueError(f"--family {profile.family} of --profile {profile.name}: {exc}") from exc
     for arm in profile.selectors:
         arm_settings(arm)
     if "random" not in profile.selectors:
@@ -310,7 +396,7 @@ def training_overrides(
         "bots.success.rule=acc",
         f"bots.seed={seed}",
         f"bots.run_log.dir={run_dir / 'run'}",
-        "bots.run_log.domain=toy",
+        f"bots.run_log.domain={RUN_LOG_DOMAINS[profile.family]}",
         f"bots.run_log.run_id=toy_{profile.name}_{arm}_s{seed}",
         *([f"bots.run_log.method={arm}"] if arm in VARIANTS else []),
         f"hydra.run.dir={run_dir / 'hydra'}",

@@ -1,6 +1,7 @@
 """The toy benchmark: BOTS and the baselines trained with real GRPO in verl's trainer on CPU, then the paper's tables.
 
-``python -m bots_verl.toy.benchmark --profile full|quick|ci [--out DIR] [--jobs 2]`` (``make toy``, ``make toy-quick``):
+``python -m bots_verl.toy.benchmark --profile full|quick|ci|... [--family arith|code|logic] [--out DIR] [--jobs 2]``
+(``make toy``, ``make toy-quick``):
 
 1. **prepare** the artifacts (:mod:`bots_verl.toy.prepare`: data, warm-ups, reference columns, calibration);
 2. **train** every (selector, seed) of the profile with ``python -m bots_verl.main trainer.device=cpu ...`` (the
@@ -36,10 +37,18 @@ from pathlib import Path
 from typing import Any
 
 from bots_verl.fileio import write_json_atomic
-from bots_verl.toy.arms import DEFAULT_OUT, PROFILES, BenchmarkProfile, check_profile, cluster_gpus
+from bots_verl.toy.arms import PROFILES, BenchmarkProfile, check_profile, cluster_gpus, default_out, profile_of
 from bots_verl.toy.benchmark_lock import directory_lock
 from bots_verl.toy.benchmark_summary import add_paired, analyse, summarize_finished, summary_markdown
-from bots_verl.toy.run_records import check_recorded_settings, finished_record, median, run_dir_of
+from bots_verl.toy.families import FAMILIES, family_of
+from bots_verl.toy.run_records import (
+    check_recorded_settings,
+    finished_record,
+    median,
+    planned_runs,
+    read_build,
+    run_dir_of,
+)
 from bots_verl.toy.training_runs import STOPPING, run_results, stop_children, train_one
 from bots_verl.verl_cpu.cluster import SharedRayCluster
 from bots_verl.verl_cpu.launch import MIN_RAY_CPUS
@@ -80,11 +89,13 @@ def _run_benchmark(
     profile: BenchmarkProfile, root: Path, prepare_jobs: int, timeout: float, shared_clusters: bool
 ) -> dict[str, Any]:
     from bots_verl.toy.prepare import prepare
-    from bots_verl.toy.tasks import parse_prompt
 
     start = time.monotonic()
     data_dir = root / "data"
-    manifest = prepare(data_dir, seed=profile.build_seed, profile=profile.data_profile, jobs=prepare_jobs)
+    manifest = prepare(
+        data_dir, seed=profile.build_seed, profile=profile.data_profile, jobs=prepare_jobs, family=profile.family
+    )
+    parse_prompt = family_of(profile.family).parse_prompt
     prepare_s = time.monotonic() - start
     import pyarrow.parquet as pq
 
@@ -93,7 +104,7 @@ def _run_benchmark(
         return [parse_prompt(messages[0]["content"]) for messages in prompts]
 
     tasks = (problems(manifest["artifacts"]["val_files"]), problems(manifest["artifacts"]["train_files"]))
-    plan = [(sel, seed) for seed in profile.seeds for sel in profile.selectors]
+    plan = planned_runs(profile)
     # before anything trains: a finished run is reused, and an interrupted one resumed, only under its own settings
     check_recorded_settings(manifest, profile, root, plan)
     train_start = time.monotonic()
@@ -138,19 +149,29 @@ def _run_benchmark(
 
 
 def _dry_run(profile: BenchmarkProfile, root: Path) -> int:
-    """``--dry-run`` (``DRY_RUN=1 bash recipes/toy/run_benchmark.sh``): check the profile, print the plan; 0 if valid.
+    """``--dry-run`` (``DRY_RUN=1 bash recipes/toy/run_benchmark.sh``): check the profile, print the plan (which runs
+    are finished and reused, which would train); 0 if valid.
 
-    Each run's verl config needs the prepared data, so it is composed only by the real run (and by the tests).
+    With a build in ``<root>/data`` the build and the runs the folder holds are checked against the profile, as a real
+    run checks them before anything trains. Each run's verl config is composed only by the real run (and the tests).
     """
     try:
         check_profile(profile)
-    except ValueError as exc:
+        plan = planned_runs(profile)
+        manifest = read_build(profile, root) if (root / "data" / "manifest.json").is_file() else None
+        if manifest is not None:
+            check_recorded_settings(manifest, profile, root, plan)
+        finished = [(a, s) for a, s in plan if finished_record(run_dir_of(root, a, s), profile.steps_of(a)) is not None]
+    except (RuntimeError, ValueError) as exc:
         print(f"toy benchmark dry run: {exc}", file=sys.stderr)
         return 2
-    runs = [f"{selector}_s{seed}" for seed in profile.seeds for selector in profile.selectors]
+    todo = [run for run in plan if run not in finished]
     print(f"toy benchmark dry run: {json.dumps(asdict(profile))}")
-    print(f"{len(runs)} runs into {root / 'runs'}: {' '.join(runs)}")
-    print(f"toy benchmark dry run: config OK (data: {root / 'data'}; nothing created)")
+    print(f"{len(plan)} runs into {root / 'runs'}: {' '.join(f'{a}_s{s}' for a, s in plan)}")
+    print(f"finished, reused ({len(finished)}): {' '.join(f'{a}_s{s}' for a, s in finished) or '-'}")
+    print(f"to train ({len(todo)}): {' '.join(f'{a}_s{s}' for a, s in todo) or '-'}")
+    checked = "build and runs checked" if manifest is not None else "no build yet: prepare makes it first"
+    print(f"toy benchmark dry run: config OK (data: {root / 'data'}, {checked}; nothing created)")
     return 0
 
 
@@ -158,7 +179,17 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m bots_verl.toy.benchmark", description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", choices=sorted(PROFILES), default="headline")
-    parser.add_argument("--out", help="benchmark directory (default: runs/toy, runs/toy/quick, runs/toy/ci)")
+    parser.add_argument(
+        "--family",
+        choices=sorted(FAMILIES),
+        default="arith",
+        help="task family (bots_verl.toy.families): what prepare builds; its runs record it (default: arith)",
+    )
+    parser.add_argument(
+        "--out",
+        help="benchmark directory (default: runs/toy, runs/toy/quick, runs/toy/ci, runs/toy_table1/<family>; another "
+        "family than arith: <that>/<family>)",
+    )
     parser.add_argument("--jobs", type=int, help="training runs at a time (default: the profile's)")
     parser.add_argument("--steps", type=int, help="GRPO steps per run (default: the profile's)")
     parser.add_argument("--seeds", type=int, nargs="+", help="training seeds (default: the profile's)")
@@ -190,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     # SIGTERM unwinds like Ctrl-C, so run_benchmark stops the training processes in flight
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    profile = PROFILES[args.profile]
+    profile = profile_of(args.profile, args.family)
     changes = {
         k: v
         for k, v in {
@@ -210,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     if changes:
         profile = BenchmarkProfile(**{**asdict(profile), **changes})
-    root = Path(args.out or DEFAULT_OUT[profile.name]).resolve()
+    root = Path(args.out or default_out(profile)).resolve()
     if args.dry_run:
         return _dry_run(profile, root)
     try:

@@ -15,7 +15,15 @@ from typing import Any
 from bots_verl.fileio import markdown_table, write_json_atomic
 from bots_verl.runlog import TOY_EXACT_METRIC, TOY_POOL_METRIC
 from bots_verl.toy.arms import DYNAMIC_SAMPLING, VARIANTS, BenchmarkProfile, check_profile
-from bots_verl.toy.run_records import check_recorded_settings, finished_record, finished_runs, median, run_dir_of
+from bots_verl.toy.run_records import (
+    check_recorded_settings,
+    finished_record,
+    finished_runs,
+    median,
+    planned_runs,
+    read_build,
+    run_dir_of,
+)
 
 __all__ = ["add_paired", "analyse", "summarize_finished", "summary_markdown", "wall_clock"]
 
@@ -140,21 +148,8 @@ def summarize_finished(profile: BenchmarkProfile, root: Path) -> dict[str, Any]:
         RuntimeError: no prepared data in ``root``, or no finished run of the profile.
     """
     check_profile(profile)
-    manifest_file = root / "data" / "manifest.json"
-    try:
-        manifest = json.loads(manifest_file.read_text())
-    except (OSError, UnicodeDecodeError, RecursionError, ValueError) as exc:
-        raise RuntimeError(f"{manifest_file}: cannot read the benchmark's prepared data ({exc})") from exc
-    built, seed = manifest.get("profile"), manifest.get("seed")
-    if built is None or seed is None:
-        raise RuntimeError(f"{manifest_file}: names no build (profile, seed): not a manifest of bots_verl.toy.prepare")
-    if (built, seed) != (profile.data_profile, profile.build_seed):
-        asked = f"{profile.data_profile}_s{profile.build_seed}"
-        raise ValueError(
-            f"{root / 'data'} holds the build {built}_s{seed}; asked: {asked} (--profile {profile.name}, --build-seed "
-            f"{profile.build_seed}): give --build-seed {seed} and a profile of build {built}; nothing written"
-        )
-    plan = [(sel, seed) for seed in profile.seeds for sel in profile.selectors]
+    manifest = read_build(profile, root)
+    plan = planned_runs(profile)
     check_recorded_settings(manifest, profile, root, plan)
     finished, records = [], []
     for sel, seed in plan:

@@ -18,6 +18,8 @@ __all__ = [
     "finished_record",
     "finished_runs",
     "median",
+    "planned_runs",
+    "read_build",
     "read_done",
     "run_dir_of",
     "write_command",
@@ -38,6 +40,45 @@ _OUT = "<out>"
 def run_dir_of(root: Path, arm: str, seed: int) -> Path:
     """The directory of one run of the benchmark in ``root``."""
     return root / "runs" / f"{arm}_s{seed}"
+
+
+def planned_runs(profile: BenchmarkProfile) -> list[tuple[str, int]]:
+    """The profile's ``(arm, seed)`` runs in the order they are trained and summarised: seed by seed, arms in order."""
+    return [(arm, seed) for seed in profile.seeds for arm in profile.selectors]
+
+
+def read_build(profile: BenchmarkProfile, root: Path) -> dict[str, Any]:
+    """The manifest of the build in ``<root>/data``, checked to be the profile's: its family, profile and seed.
+
+    For what reads a folder without preparing it (a summary, a dry run's plan); a benchmark that trains runs
+    ``prepare``, which refuses another build in ``data/`` itself.
+
+    Raises:
+        RuntimeError: no readable manifest, or one that names no build.
+        ValueError: the build is another family's, profile's or seed's (both named; nothing is written).
+    """
+    manifest_file = root / "data" / "manifest.json"
+    try:
+        manifest = json.loads(manifest_file.read_text())
+    except (OSError, UnicodeDecodeError, RecursionError, ValueError) as exc:
+        raise RuntimeError(f"{manifest_file}: cannot read the benchmark's prepared data ({exc})") from exc
+    built, seed = manifest.get("profile"), manifest.get("seed")
+    if built is None or seed is None:
+        raise RuntimeError(f"{manifest_file}: names no build (profile, seed): not a manifest of bots_verl.toy.prepare")
+    # a manifest without a family is an arithmetic build (every build made before the families existed)
+    family = manifest.get("family", "arith")
+    if family != profile.family:
+        raise ValueError(
+            f"{root / 'data'} holds a {family} build; asked: --family {profile.family}: give --family {family} or "
+            "another --out (each family's runs have a folder of their own); nothing written"
+        )
+    if (built, seed) != (profile.data_profile, profile.build_seed):
+        asked = f"{profile.data_profile}_s{profile.build_seed}"
+        raise ValueError(
+            f"{root / 'data'} holds the build {built}_s{seed}; asked: {asked} (--profile {profile.name}, --build-seed "
+            f"{profile.build_seed}): give --build-seed {seed} and a profile of build {built}; nothing written"
+        )
+    return manifest
 
 
 def read_done(done_file: Path) -> dict[str, Any]:
