@@ -25,7 +25,7 @@ from bots_verl.toy.run_records import (
     run_dir_of,
 )
 
-__all__ = ["add_paired", "analyse", "summarize_finished", "summary_markdown", "wall_clock"]
+__all__ = ["add_paired", "analyse", "run_analysis", "summarize_finished", "summary_markdown", "wall_clock"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,10 +46,10 @@ def analyse(root: Path, run_dirs: Sequence[Path] = ()) -> dict[str, str]:
     ):
         path = root / f"table_{name}.md"
         cmd = [sys.executable, "-m", "analysis.tables", "--runs", *runs, "--metric", metric, "--table", table]
-        _run_analysis([*cmd, "--out", str(path)], f"the {name} table")
+        run_analysis([*cmd, "--out", str(path)], f"the {name} table")
         out[name] = path.read_text()
     figures = root / "figures"
-    _run_analysis(
+    run_analysis(
         [sys.executable, "-m", "analysis.figures", "--runs", *runs, "--metric", TOY_EXACT_METRIC, "--out", str(figures)]
         + ["--figures", "accuracy", "etr"],
         "the figures",
@@ -57,7 +57,7 @@ def analyse(root: Path, run_dirs: Sequence[Path] = ()) -> dict[str, str]:
     return out
 
 
-def _run_analysis(cmd: Sequence[str], what: str) -> None:
+def run_analysis(cmd: Sequence[str], what: str) -> None:
     """Run one ``python -m analysis.*`` command; a failure raises with the analysis' own message.
 
     Raises:
@@ -87,7 +87,7 @@ def add_paired(root: Path, summary: dict[str, Any], tables: dict[str, str]) -> N
     peers = sorted(a for a in selectors if set(DYNAMIC_SAMPLING) <= set(VARIANTS.get(a, ("", ()))[1]))
     if peers and selectors - {"random", *peers}:
         cmd += ["--peers", *peers]
-    _run_analysis(cmd, "the paired statistics")
+    run_analysis(cmd, "the paired statistics")
     summary["paired"] = json.loads((root / "paired.json").read_text())
     tables["paired"] = "## Paired against random, seed by seed\n\n" + (root / "paired.md").read_text()
     write_json_atomic(root / "summary.json", summary, indent=1)

@@ -69,7 +69,7 @@ def read_build(profile: BenchmarkProfile, root: Path) -> dict[str, Any]:
     family = manifest.get("family", "arith")
     if family != profile.family:
         raise ValueError(
-            f"{root / 'data'} holds a {family} build; asked: --family {profile.family}: give --family {family} or "
+            f"{root / 'data'} holds a build of the {family} family; asked: --family {profile.family}: give --family {family} or "
             "another --out (each family's runs have a folder of their own); nothing written"
         )
     if (built, seed) != (profile.data_profile, profile.build_seed):
