@@ -38,6 +38,8 @@ logger = logging.getLogger(__name__)
 
 #: the paper's domain order (columns); other domains follow alphabetically
 DOMAIN_ORDER = ("math", "code", "logic")
+#: the paper's Table 1 columns: TTB and BSF at 25, 50 and 100% of the budget
+TABLE1_KINDS = ("ttb", "bsf")
 #: the sentence's column: steps to Random's best within the whole budget
 VERDICT_COLUMN = "TTB100"
 
@@ -111,8 +113,8 @@ def beside_paper(table: Table, model: str, digits: int = 2) -> str:
 def table1_markdown(
     runs: Sequence[Run], title: str, acc_metric: str | None = None, level: float = 0.95, digits: int = 2
 ) -> str:
-    """Table 1 of ``runs`` (every domain must hold the paper's five methods), the paper's figures beside it and the
-    sentence per domain, as one markdown document.
+    """Table 1 of ``runs`` (every domain must hold the paper's five methods; TTB and BSF at 25/50/100%, the paper's
+    domain order), the paper's figures beside it and the sentence per domain, as one markdown document.
 
     Raises:
         LoadError: a method without runs (naming the labels found), a run without its Random partner, runs of
@@ -120,6 +122,10 @@ def table1_markdown(
     """
     table = main_table(runs, acc_metric, level, methods=list(PAPER_LABELS))
     domains = _ordered(table.domains)
+    # the paper's layout: its domains in its order, TTB and BSF only (ETR, rollouts and time are in each domain's own
+    # main table, python -m analysis.tables)
+    columns = {d: [c for c in cols if c.kind in TABLE1_KINDS] for d, cols in table.columns.items()}
+    table = dataclasses.replace(table, title="Table 1", domains=domains, columns=columns)
     for model in table.models:
         absent = [f"{d}: {label}" for d in domains for label in PAPER_LABELS if (model, label, d) not in table.seeds]
         if absent:
