@@ -69,8 +69,8 @@ def read_build(profile: BenchmarkProfile, root: Path) -> dict[str, Any]:
     family = manifest.get("family", "arith")
     if family != profile.family:
         raise ValueError(
-            f"{root / 'data'} holds a build of the {family} family; asked: --family {profile.family}: give --family {family} or "
-            "another --out (each family's runs have a folder of their own); nothing written"
+            f"{root / 'data'} holds a build of the {family} family; asked: --family {profile.family}: give --family "
+            f"{family} or another --out (each family's runs have a folder of their own); nothing written"
         )
     if (built, seed) != (profile.data_profile, profile.build_seed):
         asked = f"{profile.data_profile}_s{profile.build_seed}"

@@ -58,9 +58,11 @@ def test_the_toy_arm_runs_what_the_recipe_of_its_label_runs(tmp_path: Path, labe
     """The recipe (run_math_qwen2.5_1.5b_<label>.sh, recorded by bash) and the toy arm of the same name, composed
     and resolved as the entry point does: one selector, every effective hyperparameter equal, the same label; and
     neither is the toy's older mopps / implicit_only arm, which keep their own meaning."""
-    (recipe,) = _recipe_argv().record(
-        ROOT / "recipes" / f"run_math_qwen2.5_1.5b_{label}.sh", tmp_path / "rec", Path("/nonexistent")
-    ).values()
+    (recipe,) = (
+        _recipe_argv()
+        .record(ROOT / "recipes" / f"run_math_qwen2.5_1.5b_{label}.sh", tmp_path / "rec", Path("/nonexistent"))
+        .values()
+    )
     ours, theirs = _settings(_toy_argv(tmp_path, label)), _settings(recipe)
     assert ours.method == theirs.method == label
     assert ours.selector.name == theirs.selector.name == "bots"
