@@ -96,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        for family in families:  # every family's settings before any family trains
+            check_profile(profile_of("table1", family))
         if args.no_train:
             missing = {f: missing_runs(profile_of("table1", f), out / f) for f in families}
             missing = {f: names for f, names in missing.items() if names}

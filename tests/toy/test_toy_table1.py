@@ -138,3 +138,11 @@ def test_no_train_refuses_naming_the_missing_runs(archived: Path, capsys, no_tra
     assert len(missing) == 37 and {"bots_mopps_s0", "bots_dots_s0", "random_s1", "bots_s7"} <= set(missing)
     assert not {"random_s0", "offline_easy2hard_s0", "bots_s0"} & set(missing)
     assert not (archived.parent / "table1.md").exists()
+
+
+def test_a_family_without_its_build_is_refused_before_any_family_trains(tmp_path: Path, capsys, no_training) -> None:
+    """Code and logic have no full build until calibrated: asked together with arith, nothing starts (not even
+    arith's prepare), and the message names the family and its builds."""
+    assert table1.main(["--out", str(tmp_path), "--families", "arith", "code"]) == 1
+    assert "--family code of --profile table1: the code family has no 'full' build profile" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
