@@ -29,8 +29,10 @@ import bots_verl.verl_cpu.config_checks  # noqa: F401
 from bots_verl.config.bots_config import read_bots_config
 from bots_verl.config.checks import run_config_checks
 from bots_verl.config.gpu_memory import check_gpu_memory
+from bots_verl.config.overrides import overridden_keys
 from bots_verl.config.settings import BOTSSettings, resolve_settings
 from bots_verl.config.verl_checks import check_verl_settings, train_files, validate_verl_config, warn_verl_settings
+from bots_verl.core.settings import DEFAULT, OVERRIDE, YAML
 from bots_verl.integration.evidence.pool_checks import check_pool_inputs, check_train_files
 from bots_verl.integration.safety.fingerprint import run_fingerprint
 from bots_verl.integration.safety.refill_cap import RefillCap, read_refill_cap, refill_sources
@@ -84,7 +86,7 @@ def _check_resume(config: DictConfig, settings: BOTSSettings) -> None:
     )
 
 
-def check_config(config: DictConfig) -> BOTSSettings:
+def check_config(config: DictConfig, overrides: Sequence[str] = ()) -> BOTSSettings:
     """Every check that needs no Ray and no GPU, each from the layer that owns it: the ``bots:`` section
     (:mod:`bots_verl.config.bots_config`), verl's keys and verl's ``validate_config``
     (:mod:`bots_verl.config.verl_checks`), the refill cap (:mod:`bots_verl.integration.safety.refill_cap`), the
@@ -98,6 +100,8 @@ def check_config(config: DictConfig) -> BOTSSettings:
 
     Args:
         config: the composed config (mutated only by verl's ``auto_set_device``).
+        overrides: hydra's task overrides ``config`` was composed with: they tell which hyperparameters the command
+            line set and which the yaml (:func:`~bots_verl.config.settings.resolve_settings`).
 
     Returns:
         The run's BOTS settings, resolved and checked once here (:mod:`bots_verl.config.settings`).
@@ -113,7 +117,7 @@ def check_config(config: DictConfig) -> BOTSSettings:
     from verl.utils.device import auto_set_device
 
     auto_set_device(config)
-    settings = resolve_settings(read_bots_config(config))
+    settings = resolve_settings(read_bots_config(config), overrides)
     bots = settings.section
     check_verl_settings(config)
     _log_refills(config, read_refill_cap(config))  # the cap BOTSTrainer enforces: an integer or refused here
@@ -139,7 +143,8 @@ def _summary(config: DictConfig, settings: BOTSSettings) -> str:
     bots = settings.section
     lines = [
         "BOTS dry run: config OK",
-        f"  bots.selector={bots.selector} hparams={bots.hparams} seed={bots.seed}",
+        f"  bots.selector={bots.selector} seed={bots.seed}",
+        _hparams_line(settings),
         f"  bots.reference_columns={list(bots.reference_columns)} task_id_field={bots.task_id_field}",
         f"  bots.success.rule={bots.success.rule} threshold={bots.success.threshold}",
         f"  bots.actor={bots.actor.namespace}/{bots.actor.name} run_log.dir={bots.run_log.dir}",
@@ -163,6 +168,15 @@ def _summary(config: DictConfig, settings: BOTSSettings) -> str:
             f"({sampler.max_off_policy_strategy}) evidence weighed by its age (the selector's lag weight)"
         )
     return "\n".join(lines)
+
+
+def _hparams_line(settings: BOTSSettings) -> str:
+    """Every hyperparameter the selector runs with, grouped by where its value comes from (the command line's first)."""
+    selector = settings.selector
+    groups = {OVERRIDE: [], YAML: [], DEFAULT: []}
+    for key, source in selector.sources.items():
+        groups[source].append(f"{key}={selector.effective[key]}")
+    return "  hparams: " + "; ".join(f"{source} {' '.join(items)}" for source, items in groups.items() if items)
 
 
 def _plain_list(value) -> list:
@@ -211,7 +225,7 @@ def _prepare_run_log(config: DictConfig, settings: BOTSSettings, resume: dict | 
             "selector": settings.selector.name,
             # every hyperparameter the selector runs with (defaults included), so a run log says what ran
             "effective_hparams": dict(settings.selector.effective),
-            # where each of them comes from: the selector's default, or set by the config
+            # where each of them comes from: the selector's default, the yaml, or an override on the command line
             "hparam_sources": settings.selector.sources,
             "reference_columns": list(bots.reference_columns),
             # issue 36: tasks with reference values (a labelled subset costs labelled x n x models generations)
@@ -231,8 +245,9 @@ def run(config: DictConfig, overrides: Sequence[str] = ()) -> None:
 
     Args:
         config: the composed config.
-        overrides: the command line's hydra overrides; with ``trainer.device=cpu`` the keys they set keep their
-            values and the CPU backend's settings fill in the rest (:mod:`bots_verl.verl_cpu.launch`).
+        overrides: the command line's hydra overrides: the run records which hyperparameters they set
+            (:func:`check_config`), and with ``trainer.device=cpu`` the keys they set keep their values and the CPU
+            backend's settings fill in the rest (:mod:`bots_verl.verl_cpu.launch`).
 
     Raises:
         VerlDriftError: for a verl other than 0.9.1, a changed pinned verl source or a dependency outside its tested
@@ -244,12 +259,12 @@ def run(config: DictConfig, overrides: Sequence[str] = ()) -> None:
     cpu_settings = None
     if launch.uses_cpu_backend(config):
         # the CPU backend must be active before anything imports verl's platform-dependent modules
-        cpu_settings = launch.prepare(config, launch.override_keys(overrides))
+        cpu_settings = launch.prepare(config, overridden_keys(overrides))
     # Then, before any check and before Ray: on another verl the checks below, and the run, would rest on code that
     # is no longer there (the drift check imports the pinned verl modules).
     check_verl_drift()
     _absolute_run_log_dir(config)
-    settings = check_config(config)
+    settings = check_config(config, overrides)
     if settings.section.dry_run:
         check_run_folders_free(config)
         print(_summary(config, settings))

@@ -1,10 +1,14 @@
 """Shared pytest setup: Ray on the loopback address; one Ray cluster that training runs attach to; the toy testbed's
-``ci`` build and the benchmark trained on it, shared by the toy and quickstart tests; GPU-marked tests are skipped
-without a CUDA GPU (CI has none)."""
+``ci`` build and the benchmark trained on it, shared by the toy and quickstart tests; a user's copy of
+``bots_trainer.yaml`` with hyperparameters set in the file; GPU-marked tests are skipped without a CUDA GPU (CI has
+none)."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,6 +45,27 @@ def ray_attach():
         yield attach
     finally:
         cluster.stop()
+
+
+@pytest.fixture()
+def yaml_config(tmp_path) -> Callable[..., Any]:
+    """``compose(hparams, overrides)``: the config ``python -m bots_verl.main --config-path <dir> --config-name recipe
+    <overrides>`` composes from a copy of ``bots_trainer.yaml`` whose declared ``bots.hparams`` keys in ``hparams``
+    are set in the file (a recipe yaml: hydra includes ``bots_trainer`` only as the primary config)."""
+    from hydra import compose, initialize_config_dir
+
+    def compose_it(hparams: Mapping[str, Any], overrides: Sequence[str] = ()) -> Any:
+        text = (Path(__file__).parents[1] / "bots_verl/config/bots_trainer.yaml").read_text()
+        for key, value in hparams.items():
+            text, found = re.subn(rf"^(    {key}:) null$", rf"\g<1> {value}", text, flags=re.MULTILINE)
+            assert found == 1, f"bots.hparams.{key} is not declared null in bots_trainer.yaml"
+        folder = tmp_path / "recipe_yaml"
+        folder.mkdir(exist_ok=True)
+        (folder / "recipe.yaml").write_text(text)
+        with initialize_config_dir(config_dir=str(folder), version_base=None):
+            return compose(config_name="recipe", overrides=list(overrides))
+
+    return compose_it
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,13 @@ one it runs with and where each comes from, the seed). That object is what is ch
 builds the selector from it: nothing after the driver reads the yaml again, and no file of this package names a
 hyperparameter (the selector's rules check their own; tests/config/test_settings.py holds that).
 
+Where each value comes from: the selector's default, the yaml, or an override on the command line. The driver passes
+hydra's task overrides; the hyperparameters they set (:func:`~bots_verl.config.overrides.overridden_children` of
+``bots.hparams``: ``bots.hparams.lam=0.2`` with or without ``+``/``++``, ``bots.hparams={lam:0.2}``) are the command
+line's, over the yaml's if it set them too; the other set ones are the yaml's; a deleted one (``~bots.hparams.lam``) is
+the default again. That is provenance, recorded in ``meta.json`` and printed by the dry run, not meaning: the
+fingerprint holds the values only, so a resume that gives by override what the yaml gave before is the same run.
+
 The checks (:func:`resolve_settings`): the selector knows every name set under ``bots.hparams`` and accepts the
 values, the seed and as many reference columns as given (and the task embeddings); a selector that reads something
 only a trainer provides has it (``pass_rate_oracle``'s truth source); ``bots.run_log.method``, when it names a method,
@@ -19,11 +26,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bots_verl.config.bots_config import BOTSConfig
+from bots_verl.config.overrides import overridden_children
 from bots_verl.core import SELECTORS
 from bots_verl.core.settings import SelectorSettings, effective_hparams
 from bots_verl.runlog import METHODS, MethodSpec, method_spec, sweep_labels
@@ -31,6 +39,9 @@ from bots_verl.runlog import METHODS, MethodSpec, method_spec, sweep_labels
 logger = logging.getLogger(__name__)
 
 __all__ = ["BOTSSettings", "resolve_method_label", "resolve_settings"]
+
+#: the config node of the selector's hyperparameters
+_HPARAMS_NODE = "bots.hparams"
 
 
 @dataclass(frozen=True)
@@ -56,18 +67,22 @@ class BOTSSettings:
         return list(self.section.reference_columns)
 
 
-def resolve_settings(bots: BOTSConfig) -> BOTSSettings:
+def resolve_settings(bots: BOTSConfig, overrides: Sequence[str] = ()) -> BOTSSettings:
     """The run's settings from its ``bots:`` section, checked (module docstring); run once, by the driver.
 
     Args:
         bots: :func:`~bots_verl.config.bots_config.read_bots_config` of the composed config.
+        overrides: hydra's task overrides the config was composed with (``HydraConfig.get().overrides.task``); they
+            tell the hyperparameters the command line set from those the yaml set (without them, every set value is
+            counted as the yaml's).
 
     Raises:
-        ValueError: naming the keys involved.
+        ValueError: naming the keys involved, or an override hydra cannot parse.
     """
     refs = len(bots.reference_columns)
+    overridden = overridden_children(overrides, _HPARAMS_NODE)
     try:
-        selector = SelectorSettings(bots.selector, bots.hparams, bots.selector_seed)
+        selector = SelectorSettings(bots.selector, bots.hparams, bots.selector_seed, overridden)
         selector.check(refs, bool(bots.task_embeddings))
     except (TypeError, ValueError) as exc:
         hint = " (set bots.reference_columns)" if not refs and "reference" in str(exc) else ""

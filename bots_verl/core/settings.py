@@ -2,7 +2,8 @@
 
 A trainer states which selector it runs, the hyperparameters it sets and the seed; :class:`SelectorSettings` holds
 them, frozen, with every hyperparameter the selector runs with (the set ones over its declared defaults, read from its
-registry entry: :meth:`~bots_verl.core.selector_base.Selector.effective_hparams`) and where each value comes from.
+registry entry: :meth:`~bots_verl.core.selector_base.Selector.effective_hparams`) and where each value comes from
+(:attr:`SelectorSettings.sources`: the selector's default, the config's files, or the command line).
 The same object is checked (:meth:`SelectorSettings.check`), labelled, recorded, fingerprinted and handed to whatever
 builds the selector (:meth:`SelectorSettings.build`), so a hyperparameter is named only where it is declared (its
 default), where the user sets it, and in the rule that reads it; a trainer's glue passes the object on.
@@ -25,12 +26,16 @@ from bots_verl.core.task_graph import check_graph_fits
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT", "SET", "SelectorSettings", "effective_hparams"]
+__all__ = ["DEFAULT", "OVERRIDE", "YAML", "SelectorSettings", "effective_hparams"]
 
-#: :attr:`SelectorSettings.sources` of a value the selector's declared defaults give
+#: :attr:`SelectorSettings.sources` of a value the selector's declared defaults give (nothing set it, or the command
+#: line deleted it or set it to null)
 DEFAULT = "default"
-#: :attr:`SelectorSettings.sources` of a value the trainer's config sets (its yaml or an override)
-SET = "set"
+#: :attr:`SelectorSettings.sources` of a value the config's files set (``bots_trainer.yaml`` or a copy of it; for
+#: settings built in code, the caller)
+YAML = "yaml"
+#: :attr:`SelectorSettings.sources` of a value the command line set (a hydra override), over the files' if they set it
+OVERRIDE = "override"
 
 
 def effective_hparams(selector: str, hparams: Mapping[str, Any]) -> dict[str, Any]:
@@ -51,27 +56,35 @@ class SelectorSettings:
         name: a registered selector (:data:`~bots_verl.core.selector_base.SELECTORS`).
         hparams: the hyperparameters set for this run (the rest keep the selector's defaults).
         seed: seed of the selector's generator.
+        overridden: the hyperparameters the command line set or deleted (hydra's overrides); the others set in
+            ``hparams`` come from the config's files. Provenance, not meaning: two settings that differ only here
+            compare equal, and a run's fingerprint leaves it out.
 
     Attributes:
         effective: every hyperparameter the selector runs with (defaults included).
 
     Raises:
         ValueError: for an unknown selector, or a hyperparameter it does not know, retired or refuses.
+        TypeError: ``overridden`` given as one string rather than a collection of names.
     """
 
     name: str
     hparams: Mapping[str, Any] = field(default_factory=dict)
     seed: int = 0
+    overridden: frozenset[str] = field(default=frozenset(), compare=False)
     effective: Mapping[str, Any] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # read-only views: the object is handed around (driver, run log, Ray actor) and must mean one thing
         object.__setattr__(self, "hparams", MappingProxyType(dict(self.hparams)))
+        if isinstance(self.overridden, str):  # frozenset("lam") would be {"l", "a", "m"}
+            raise TypeError(f"overridden must be a collection of hyperparameter names, got {self.overridden!r}")
+        object.__setattr__(self, "overridden", frozenset(self.overridden))
         object.__setattr__(self, "effective", MappingProxyType(effective_hparams(self.name, self.hparams)))
 
     def __reduce__(self) -> tuple[Any, ...]:
         # a mapping proxy does not pickle; the settings cross to the selector's Ray actor as plain dicts
-        return (SelectorSettings, (self.name, dict(self.hparams), self.seed))
+        return (SelectorSettings, (self.name, dict(self.hparams), self.seed, self.overridden))
 
     @property
     def selector_class(self) -> type[Selector]:
@@ -80,8 +93,16 @@ class SelectorSettings:
 
     @property
     def sources(self) -> dict[str, str]:
-        """Per effective hyperparameter, where its value comes from: :data:`SET` or :data:`DEFAULT`."""
-        return {key: SET if key in self.hparams else DEFAULT for key in self.effective}
+        """Per effective hyperparameter, where its value comes from: :data:`DEFAULT` (not set, or deleted: the
+        selector's declared default), :data:`OVERRIDE` (set on the command line, over the files' value if they set one
+        too) or :data:`YAML` (set by the config's files)."""
+
+        def source(key: str) -> str:
+            if key not in self.hparams:  # a deleted or null key is the default again, whoever removed it
+                return DEFAULT
+            return OVERRIDE if key in self.overridden else YAML
+
+        return {key: source(key) for key in self.effective}
 
     @property
     def task_graph_k(self) -> Any:

@@ -42,7 +42,6 @@ __all__ = [
     "apply_cpu_settings",
     "check_cpu_settings",
     "env_vars",
-    "override_keys",
     "prepare",
     "separate_async",
     "set_ray_init",
@@ -97,16 +96,6 @@ def standalone_rollout_gpus(config: DictConfig) -> int:
 def uses_cpu_backend(config: DictConfig) -> bool:
     """True when the config asks for the CPU backend (``trainer.device=cpu``)."""
     return str(config.trainer.get("device", "cuda")) == "cpu"
-
-
-def override_keys(overrides: Iterable[str]) -> set[str]:
-    """Dotted keys set by hydra command-line overrides (``a.b=1``, ``+a.b=1``, ``++a.b=1``, ``~a.b``)."""
-    keys = set()
-    for item in overrides:
-        key = item.split("=", 1)[0].lstrip("+~").strip()
-        if key:
-            keys.add(key)
-    return keys
 
 
 def _leaves(node: Any, prefix: str = "") -> Iterable[tuple[str, Any]]:
@@ -167,7 +156,8 @@ def apply_cpu_settings(config: DictConfig, user_keys: Iterable[str] = ()) -> lis
 
     Args:
         config: the composed config.
-        user_keys: dotted keys the command line set (:func:`override_keys`); those keep their value.
+        user_keys: dotted keys the command line set
+            (:func:`~bots_verl.config.overrides.overridden_keys`); those keep their value.
 
     Returns:
         ``key=value`` strings of the settings that changed.
@@ -259,7 +249,8 @@ def prepare(config: DictConfig, user_keys: Iterable[str] = ()) -> list[str]:
 
     Args:
         config: the composed config with ``trainer.device=cpu``.
-        user_keys: dotted keys the command line set (:func:`override_keys`); those keep their value.
+        user_keys: dotted keys the command line set
+            (:func:`~bots_verl.config.overrides.overridden_keys`); those keep their value.
 
     Returns:
         ``key=value`` strings of the settings applied.

@@ -87,14 +87,14 @@ def verl_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with pytest.MonkeyPatch.context() as monkeypatch:
         for item in SCRIPTS:
             script, env = (item, {}) if isinstance(item, str) else item
-            for experiment, seed, config in recipe_runs(script, tmp / Path(script).stem, (0, 1), **env):
+            for experiment, seed, config, argv in recipe_runs(script, tmp / Path(script).stem, (0, 1), **env):
                 method = _method(experiment)
                 # the yaml declares the paper's keys as null: the selector's own default (lam 0.1 for these methods)
                 hparams = {k: v for k, v in config.bots.get("hparams", {}).items() if v is not None}
                 per_step = _per_step(method, float(hparams.get("lam", 0.1)), hparams.get("evidence") == "interpolation")
                 # seed 1 of BOTS crashed after step 5 and resumed from its step-4 checkpoint
                 resume = 4 if (method, seed) == ("bots", 1) else None
-                write_verl_run(config, root, CURVES[method], per_step, 8, monkeypatch, resume_from=resume)
+                write_verl_run(config, root, CURVES[method], per_step, 8, monkeypatch, argv, resume_from=resume)
     return root
 
 
@@ -118,8 +118,15 @@ def test_meta_json_is_what_the_entry_point_writes(verl_runs: Path) -> None:
         "greedy",
         "interpolation",
     )
-    sources = meta["extra"]["hparam_sources"]  # the recipe sets these (recipes/common.sh); the prior is bots' default
-    assert (sources["lam"], sources["rho"], sources["selection"], sources["alpha0"]) == ("set", "set", "set", "default")
+    # the recipe sets these as overrides (recipes/common.sh); bots_trainer.yaml sets none; the prior is bots' default
+    sources = meta["extra"]["hparam_sources"]
+    assert (sources["lam"], sources["rho"], sources["selection"], sources["alpha0"]) == (
+        "override",
+        "override",
+        "override",
+        "default",
+    )
+    assert "yaml" not in sources.values()
     assert dots.selector == "bots" and dots.total_steps == 8 and dots.model_name == "Qwen2.5-1.5B-Instruct"
     assert runs[("bots_mopps", 1)].flat_hparams["evidence"] == "none"
     # the resumed run: the crashed attempt's file kept as a part, the repeated step 5 from the second attempt

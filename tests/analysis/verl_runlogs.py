@@ -26,8 +26,11 @@ VAL_SOURCES = ("math500", "aime24")
 SEED_KEYS = {"data.seed", "bots.seed", "trainer.experiment_name", "trainer.default_local_dir", "bots.run_log.dir"}
 
 
-def recipe_runs(script: str, out: Path, seeds: tuple[int, ...], **env: str) -> Iterator[tuple[str, int, Any]]:
-    """Yield ``(experiment, seed, config)`` for every run ``script`` launches, once per seed.
+def recipe_runs(
+    script: str, out: Path, seeds: tuple[int, ...], **env: str
+) -> Iterator[tuple[str, int, Any, list[str]]]:
+    """Yield ``(experiment, seed, config, argv)`` for every run ``script`` launches, once per seed (``argv``: the
+    overrides the config is composed with, which the entry point hands the driver as hydra's task overrides).
 
     One config per run is composed (hydra's compose is the slow part); the other seeds' configs are that config with
     the seed-dependent keys set to what the recipe records for them, after checking that no other key differs. The
@@ -47,7 +50,7 @@ def recipe_runs(script: str, out: Path, seeds: tuple[int, ...], **env: str) -> I
                 key, _, value = item.partition("=")
                 if key in SEED_KEYS:
                     _set(config, key, value)
-            yield experiment.replace(f"_s{first}", f"_s{seed}"), seed, config
+            yield experiment.replace(f"_s{first}", f"_s{seed}"), seed, config, other
 
 
 def _set(cfg: Any, dotted: str, value: str) -> None:
@@ -67,6 +70,7 @@ def write_verl_run(
     per_step: Callable[[int], dict[str, float]],
     total_steps: int,
     monkeypatch: pytest.MonkeyPatch,
+    overrides: list[str],
     resume_from: int | None = None,
 ) -> Path:
     """Write one run's ``meta.json`` and ``metrics.jsonl`` as the entry point and verl would; return its directory.
@@ -77,6 +81,7 @@ def write_verl_run(
         per_step: step -> the training metrics of that step (``bots/...``, ``timing_s/step``).
         total_steps: the run's budget (``trainer.total_training_steps``).
         monkeypatch: to point ``VERL_FILE_LOGGER_PATH`` at the run directory.
+        overrides: the command line ``config`` was composed with (hydra's task overrides, as ``main`` passes them).
         resume_from: simulate a crash after ``resume_from + 1`` steps and a restart from the checkpoint at
             ``resume_from`` (the step after it is logged twice; the second attempt's values are kept).
     """
@@ -90,7 +95,7 @@ def write_verl_run(
     run_dir = run_root / Path(config.bots.run_log.dir).name
     config.bots.run_log.dir = str(run_dir)
     config.trainer.total_training_steps = total_steps
-    _prepare_run_log(config, resolve_settings(read_bots_config(config)), None)
+    _prepare_run_log(config, resolve_settings(read_bots_config(config), overrides), None)
     monkeypatch.setenv("VERL_FILE_LOGGER_PATH", str(run_dir / runlog.METRICS_FILE))
 
     def val(step: int) -> dict[str, float]:

@@ -21,7 +21,7 @@ from bots_verl.config.settings import BOTSSettings, resolve_settings
 from bots_verl.core import EVIDENCE, SELECTION_RULES, SELECTORS
 from bots_verl.core.registry import defaults_of
 from bots_verl.core.selector_base import Selector
-from bots_verl.core.settings import DEFAULT, SET, SelectorSettings
+from bots_verl.core.settings import DEFAULT, OVERRIDE, SelectorSettings
 
 ROOT = Path(__file__).parents[2]
 GLUE = sorted([*(ROOT / "bots_verl/config").glob("*.py"), *(ROOT / "bots_verl/integration").rglob("*.py")]) + [
@@ -92,11 +92,12 @@ def test_the_scan_finds_a_named_hyperparameter(tmp_path):
 
 
 def test_settings_are_resolved_once_with_their_sources():
-    settings = resolve_settings(read_bots_config(_config("bots.selector=mopps", "bots.hparams.lam=0.3")))
+    overrides = ["bots.selector=mopps", "bots.hparams.lam=0.3"]
+    settings = resolve_settings(read_bots_config(_config(*overrides)), overrides)
     selector = settings.selector
     assert selector.name == "mopps" and dict(selector.hparams) == {"lam": 0.3}
     assert selector.effective["lam"] == 0.3 and selector.effective["rho"] == 0.0  # mopps' own rho, never BOTS'
-    assert selector.sources["lam"] == SET and selector.sources["rho"] == DEFAULT
+    assert selector.sources["lam"] == OVERRIDE and selector.sources["rho"] == DEFAULT
     assert set(selector.sources) == set(selector.effective)
     assert settings.method == "mopps+lam=0.3" == settings.section.run_log.method
 

@@ -38,6 +38,8 @@ def test_cfg_job_composes_with_overrides_and_dry_run_passes(pool, tokenizer_dir)
     dry = _main(*overrides, "bots.dry_run=true", "trainer.total_training_steps=3")
     assert dry.returncode == 0, dry.stderr[-2000:]
     assert "BOTS dry run: config OK" in dry.stdout and "bots.selector=mopps" in dry.stdout
+    # hydra's task overrides reach the driver: the value set on the command line is printed as theirs
+    assert "  hparams: override lam=0.2; default rho=0.0 " in dry.stdout
 
 
 def test_bad_selector_fails_with_clear_message(pool, tokenizer_dir):

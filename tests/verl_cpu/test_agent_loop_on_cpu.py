@@ -23,6 +23,8 @@ import pandas as pd
 import pytest
 import torch
 
+from bots_verl.config.overrides import overridden_keys
+
 N = 4
 RESPONSE_LENGTH = 12
 # extra_info.fail of the batch's rows: None (clean), "session" (the client fails the second request), or the
@@ -54,7 +56,7 @@ def test_the_cpu_backend_selects_the_grouped_manager_unless_the_command_line_set
     assert issubclass(GroupedAgentLoopManager, AgentLoopManagerTQ)
     user = [f"++{key}=null"]  # verl's own manager (the key is not in verl's yaml: ++ adds it)
     config = _compose(["trainer.device=cpu", *user])
-    launch.apply_cpu_settings(config, launch.override_keys(user))
+    launch.apply_cpu_settings(config, overridden_keys(user))
     assert config.actor_rollout_ref.rollout.agent.agent_loop_manager_class is None
 
 
@@ -81,7 +83,7 @@ def setup(local_ray, toy_model_dir, tmp_path_factory):
         "reward.custom_reward_function.name=compute_score",
     ]
     config = _compose(overrides)
-    launch.apply_cpu_settings(config, launch.override_keys(overrides))
+    launch.apply_cpu_settings(config, overridden_keys(overrides))
 
     tokenizer = hf_tokenizer(str(toy_model_dir))
     dataset = create_rl_dataset(config.data.train_files, config.data, tokenizer, None, is_train=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from bots_verl.config.overrides import overridden_keys
 from bots_verl.verl_cpu import launch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,15 +24,20 @@ def _compose(*overrides: str):
         return compose(config_name="bots_trainer", overrides=["trainer.device=cpu", *overrides])
 
 
-def test_override_keys_parses_hydra_syntax():
-    keys = launch.override_keys(["a.b=1", "+c.d=x", "++e=2", "~f.g", "h=[1,2]"])
-    assert keys == {"a.b", "c.d", "e", "f.g", "h"}
+def test_a_key_the_command_line_set_inside_a_whole_mapping_keeps_its_value():
+    """``reward={num_workers:3}`` sets ``reward.num_workers`` as ``reward.num_workers=3`` does (hydra merges the
+    mapping); the CPU backend's 1 used to replace it, the mapping's key read as ``reward`` alone."""
+    user = ["reward={num_workers:3}"]
+    config = _compose(*user)
+    applied = launch.apply_cpu_settings(config, overridden_keys(user))
+    assert config.reward.num_workers == 3 and not any(a.startswith("reward.num_workers") for a in applied)
+    assert "actor_rollout_ref.rollout.name=hf" in applied  # the keys the mapping does not write are filled in
 
 
 def test_cpu_settings_fill_in_what_the_command_line_did_not_set():
     user = ["actor_rollout_ref.rollout.agent.num_workers=2", "reward.num_workers=3"]
     config = _compose(*user)
-    applied = launch.apply_cpu_settings(config, launch.override_keys(user))
+    applied = launch.apply_cpu_settings(config, overridden_keys(user))
     assert config.actor_rollout_ref.rollout.name == "hf"
     actor = config.actor_rollout_ref.actor
     assert actor.strategy == "fsdp2" and actor.fsdp_config.dtype == "float32" and not actor.use_torch_compile
@@ -53,7 +59,7 @@ def test_cpu_settings_fill_in_what_the_command_line_did_not_set():
 def test_settings_the_cpu_backend_cannot_run_with_are_refused():
     user = ["actor_rollout_ref.rollout.name=vllm", "actor_rollout_ref.rollout.tensor_model_parallel_size=2"]
     config = _compose(*user)
-    launch.apply_cpu_settings(config, launch.override_keys(user))
+    launch.apply_cpu_settings(config, overridden_keys(user))
     with pytest.raises(ValueError, match="rollout.name=vllm.*tensor_model_parallel_size=2"):
         launch.check_cpu_settings(config)
 
@@ -64,7 +70,7 @@ def test_vllm_on_cpu_gets_its_settings_and_is_refused_without_vllms_cpu_build(mo
 
     user = ["actor_rollout_ref.rollout.name=vllm"]
     config = _compose(*user)
-    applied = launch.apply_cpu_settings(config, launch.override_keys(user))
+    applied = launch.apply_cpu_settings(config, overridden_keys(user))
     rollout = config.actor_rollout_ref.rollout
     assert rollout.name == "vllm" and rollout.enable_sleep_mode is False and rollout.enforce_eager is True
     assert "actor_rollout_ref.rollout.enable_sleep_mode=False" in applied
@@ -87,7 +93,7 @@ def test_vllm_on_cpu_gets_its_settings_and_is_refused_without_vllms_cpu_build(mo
     for bad in (["+actor_rollout_ref.rollout.enable_sleep_mode=True"], SEPARATE):
         user = ["actor_rollout_ref.rollout.name=vllm", *bad]
         config = _compose(*user)
-        launch.apply_cpu_settings(config, launch.override_keys(user))
+        launch.apply_cpu_settings(config, overridden_keys(user))
         with pytest.raises(ValueError, match="sleep mode|separate_async with rollout.name=vllm"):
             launch.check_cpu_settings(config)
 
@@ -102,7 +108,7 @@ def test_without_vllm_the_vllm_rollout_is_refused_with_the_command_that_builds_i
         pass
     user = ["actor_rollout_ref.rollout.name=vllm"]
     config = _compose(*user)
-    launch.apply_cpu_settings(config, launch.override_keys(user))
+    launch.apply_cpu_settings(config, overridden_keys(user))
     with pytest.raises(ValueError, match=r"\(no vllm\): make vllm-cpu"):
         launch.check_cpu_settings(config)
 
@@ -113,7 +119,7 @@ def test_a_rollout_dtype_the_hf_server_would_refuse_is_refused_before_ray():
 
     user = ["actor_rollout_ref.rollout.dtype=float16"]
     config = _compose(*user)
-    launch.apply_cpu_settings(config, launch.override_keys(user))
+    launch.apply_cpu_settings(config, overridden_keys(user))
     with pytest.raises(ValueError) as refused:
         launch.check_cpu_settings(config)
     with pytest.raises(ValueError) as server:
@@ -142,7 +148,7 @@ SEPARATE = ["trainer.v1.trainer_mode=separate_async", "trainer.v1.separate_async
 def test_separate_async_gets_a_rollout_gpu_of_its_own_and_the_cpu_checkpoint_engine(monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     config = _compose(*SEPARATE)
-    applied = launch.apply_cpu_settings(config, launch.override_keys(SEPARATE))
+    applied = launch.apply_cpu_settings(config, overridden_keys(SEPARATE))
     rollout = config.actor_rollout_ref.rollout
     assert rollout.checkpoint_engine.backend == "cpu_gloo" and "rollout.checkpoint_engine.backend=cpu_gloo" in " ".join(
         applied
@@ -161,7 +167,7 @@ def test_separate_async_gets_a_rollout_gpu_of_its_own_and_the_cpu_checkpoint_eng
 def test_separate_async_on_cpu_refuses_a_gpu_checkpoint_engine():
     user = [*SEPARATE, "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl"]
     config = _compose(*user)
-    launch.apply_cpu_settings(config, launch.override_keys(user))
+    launch.apply_cpu_settings(config, overridden_keys(user))
     assert config.actor_rollout_ref.rollout.checkpoint_engine.backend == "nccl"  # the command line wins ...
     with pytest.raises(ValueError, match="checkpoint_engine.backend=nccl.*'cpu_gloo'"):
         launch.check_cpu_settings(config)  # ... and is refused before Ray starts

@@ -34,6 +34,8 @@ from pathlib import Path
 
 import pytest
 
+from bots_verl.config.overrides import overridden_keys
+
 ROOT = Path(__file__).resolve().parents[2]
 
 PROMPTS, N, RESPONSE_LENGTH = 4, 4, 12
@@ -100,7 +102,7 @@ def _verl_update(model_dir: str, batch: dict, mode: str, micro: int) -> dict:
     ]
     with initialize_config_module(config_module="bots_verl.config", version_base=None):
         config = compose(config_name="bots_trainer", overrides=overrides)
-    launch.apply_cpu_settings(config, launch.override_keys(overrides))
+    launch.apply_cpu_settings(config, overridden_keys(overrides))
     actor = config.actor_rollout_ref.actor
     worker = ActorRolloutRefWorker(config.actor_rollout_ref, role="actor")
     worker.init_model()
