@@ -119,19 +119,28 @@ def _score_batch(
             # A short list would silently shrink the denominator; refuse instead.
             raise RuntimeError(f"backend returned {len(outs)} completions for task {task.task_id!r}, expected {n}")
         successes, total, errors = 0.0, 0.0, 0
+        # A reward is a function of (task, response): a response sampled several times for one task is scored once
+        # and counted as often as it was sampled. A code task's samples repeat a program often, and each scoring of a
+        # program starts a sandbox.
+        scored_once: dict[str, tuple[float, float] | Exception] = {}
         for text in outs:
-            try:
-                ok, score = scorer.score(task, text)
-            except Exception as err:
+            if text not in scored_once:
+                try:
+                    scored_once[text] = scorer.score(task, text)
+                except Exception as err:
+                    scored_once[text] = err
+            result = scored_once[text]
+            if isinstance(result, Exception):
                 if on_score_error == "raise":
                     raise ScoreError(
                         f"scorer {scorer.name} failed on a response to task {task.task_id!r} (row {task.row}, "
-                        f"{task.data_source}): {type(err).__name__}: {err}. Results up to the previous batch are kept; "
-                        "rerun with --on-score-error fail to record such responses as scorer errors and go on"
-                    ) from err
-                logger.warning("task %r: scorer error recorded (not a success): %s", task.task_id, err)
+                        f"{task.data_source}): {type(result).__name__}: {result}. Results up to the previous batch are "
+                        "kept; rerun with --on-score-error fail to record such responses as scorer errors and go on"
+                    ) from result
+                logger.warning("task %r: scorer error recorded (not a success): %s", task.task_id, result)
                 errors += 1
                 continue
+            ok, score = result
             successes += ok
             total += score
         scored = n - errors

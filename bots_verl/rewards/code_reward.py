@@ -29,10 +29,14 @@ The tests' plan is :mod:`bots_verl.rewards.code_plan`; they run in :mod:`bots_ve
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
 import os
+import threading
 import time
+from collections import OrderedDict
 from typing import Any
 
 from bots_verl.rewards._extract import after_think, last_code_block
@@ -48,6 +52,21 @@ __all__ = ["compute_score", "run_program"]
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
+
+# A program's verdict on a task's tests is a property of the program and the tests: identical programs for one task
+# (a group's rollouts repeat them often, a small model's most of all) run once per process, since each run starts a
+# sandbox. Only verdicts the program decides are kept; a timeout or an error may come from the machine (load, a
+# sandbox that failed to start) and is run again.
+_KEPT_STATUSES = frozenset({"ok", "wrong_answer", "compile_error"})
+_VERDICTS_MAX = 4096
+_verdicts: OrderedDict[tuple[Any, ...], tuple[int, str]] = OrderedDict()
+_verdicts_lock = threading.Lock()
+
+
+def _verdict_key(code: str, ground_truth: Any, prefix: str, settings: tuple[Any, ...]) -> tuple[Any, ...]:
+    tests = ground_truth if isinstance(ground_truth, str) else repr(ground_truth)
+    digest = hashlib.sha256(json.dumps([tests, prefix, code]).encode()).hexdigest()  # unambiguous: a JSON list
+    return (digest, *settings)
 
 
 # ------------------------------------------------------------------------------------------------- public API
@@ -147,6 +166,12 @@ def compute_score(
         return result(0, "no_code")
     prefix = (extra_info or {}).get("prefix") if isinstance(extra_info, dict) else None
     prefix = prefix if isinstance(prefix, str) else ""
+    key = _verdict_key(code, ground_truth, prefix, (timeout_s, memory_limit_mb, sandbox_fusion_url, isolation))
+    with _verdicts_lock:
+        kept = _verdicts.get(key)
+        if kept is not None:
+            _verdicts.move_to_end(key)
+            return result(*kept)
     try:
         if sandbox_fusion_url:
             passed, status = score_remote(code, plan, prefix, timeout_s, memory_limit_mb, sandbox_fusion_url)
@@ -157,4 +182,9 @@ def compute_score(
     except Exception:  # a bug of ours must not crash training on one response: log it loudly, score 0
         logger.exception("code scoring failed")
         return result(0, "internal_error")
+    if status in _KEPT_STATUSES:
+        with _verdicts_lock:
+            _verdicts[key] = (passed, status)
+            if len(_verdicts) > _VERDICTS_MAX:
+                _verdicts.popitem(last=False)
     return result(passed, status)

@@ -201,12 +201,64 @@ def _ci_profile(family: str, model: ModelSpec, heldout_cells: tuple[str, ...], m
     )
 
 
+def _full_profile(
+    family: str,
+    model: ModelSpec,
+    pool_per_cell: Mapping[int, int],
+    heldout_cells: tuple[str, ...],
+    steps: tuple[int, int, int],
+    max_tokens: int,
+) -> BuildProfile:
+    """A family's full build: arithmetic's mixtures and learning rate, warm-ups of ``steps`` (policy, weak, strong).
+
+    The code and logic warm-ups are stopped early, not run to convergence: these families' skills are shared by every
+    cell (copying a pipeline, placing an object), so a warm-up run long enough solves every cell and leaves nothing
+    out of reach. ``steps`` stop each model where the calibration found it graded by level (calibration.md).
+    """
+
+    def spec(mixture: Mapping[int, float], n: int, slip: float = 0.0) -> WarmupSpec:
+        mix = _by_level(family, mixture)
+        return WarmupSpec(model=model, mixture=mix, steps=n, batch_size=128, lr=2e-3, slip=slip, family=family)
+
+    policy, weak, strong = steps
+    return BuildProfile(
+        name="full",
+        pool_per_cell=pool_per_cell,
+        heldout_cells=heldout_cells,
+        heldout_size=600,
+        policy=spec({1: 4.0, 2: 3.0, 3: 2.0, 4: 1.0}, policy, slip=0.5),
+        weak=spec({1: 2.0, 2: 8.0, 3: 2.0, 4: 0.25}, weak),
+        strong=spec({1: 2.0, 2: 6.0, 3: 4.0, 4: 0.5}, strong),
+        max_tokens=max_tokens,
+        family=family,
+    )
+
+
+_CODE_MODEL = dataclasses.replace(_POLICY_MODEL, max_positions=64)
+_LOGIC_MODEL = dataclasses.replace(_POLICY_MODEL, max_positions=96)
+
 FAMILY_PROFILES: dict[str, dict[str, BuildProfile]] = {
     "arith": BUILD_PROFILES,
     # the longest program, "```\nf=lambda x:((x-4)*9+9)*5\n```", and </s>: 35 tokens
-    "code": {"ci": _ci_profile("code", _CODE_CI_MODEL, ("c2p0", "c2p1", "c3p0", "c3p1"), max_tokens=40)},
+    "code": {
+        # c1p0 has 42 distinct one-operation tasks: the pool takes 40 of them
+        "full": _full_profile(
+            "code", _CODE_MODEL, {1: 40, 2: 80, 3: 64, 4: 48}, ("c2p0", "c2p1", "c3p0", "c3p1"), (100, 110, 160), 40
+        ),
+        "ci": _ci_profile("code", _CODE_CI_MODEL, ("c2p0", "c2p1", "c3p0", "c3p1"), max_tokens=40),
+    },
     # the longest answer, six objects in tags, and </s>: 43 tokens
-    "logic": {"ci": _ci_profile("logic", _LOGIC_CI_MODEL, ("o3mix", "o4pos", "o4mix", "o5pos"), max_tokens=48)},
+    "logic": {
+        "full": _full_profile(
+            "logic",
+            _LOGIC_MODEL,
+            {1: 40, 2: 48, 3: 40, 4: 32},
+            ("o4pos", "o4mix", "o5pos", "o5mix"),
+            (300, 450, 800),
+            48,
+        ),
+        "ci": _ci_profile("logic", _LOGIC_CI_MODEL, ("o3mix", "o4pos", "o4mix", "o5pos"), max_tokens=48),
+    },
 }
 
 
