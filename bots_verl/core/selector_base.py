@@ -13,6 +13,10 @@ Adding a selector is one small class::
 
         def _select(self, batch_size):
             ...  # unique int64 indices
+
+A selector whose hyperparameters need checking checks them in a ``_check_values`` classmethod, which both its
+constructor (through the base's) and :meth:`Selector.check_hparams` run, so settings are checked before a trainer
+starts without building the selector.
 """
 
 from __future__ import annotations
