@@ -13,6 +13,10 @@ Adding a selector is one small class::
 
         def _select(self, batch_size):
             ...  # unique int64 indices
+
+A selector whose hyperparameters need checking checks them in a ``_check_values`` classmethod, which both its
+constructor (through the base's) and :meth:`Selector.check_hparams` run, so settings are checked before a trainer
+starts without building the selector.
 """
 
 from __future__ import annotations
@@ -33,16 +37,18 @@ from bots_verl.core.metric_keys import (
 )
 from bots_verl.core.registry import Registry
 from bots_verl.core.selection_metrics import batch_composition, effective_task_ratio
-from bots_verl.core.task_graph import TaskGraph, check_embeddings, impute_reference
+from bots_verl.core.task_graph import TaskGraph, check_embeddings, check_graph_k, impute_reference
 from bots_verl.core.validation import (
     check_batch_size,
     check_count,
     check_indices,
     check_lags,
+    check_nan_policy,
     check_outcomes,
     check_real_array,
     check_reference,
     check_scalars,
+    check_seed,
     require_keys,
     split_known_params,
 )
@@ -135,22 +141,17 @@ class Selector:
         base, self.hparams = self._resolve_hparams(hparams)
         columns = 0 if reference_pass_rates is None else (np.shape(reference_pass_rates)[1:] or (1,))[0]
         check_pool_fits(self.name, self.num_tasks, self.bytes_per_task(columns, hparams))
-        self.seed = int(seed)
+        self.seed = check_seed(seed)
         embeddings = None if task_embeddings is None else check_embeddings(task_embeddings, self.num_tasks)
         self.reference: np.ndarray | None = None
         if reference_pass_rates is not None:
             self.reference = check_reference(reference_pass_rates, self.num_tasks, nan_policy=base["reference_nan"])
-        elif self.needs_reference:
-            raise ValueError(f"selector {self.name!r} needs reference_pass_rates")
+        values = {**base, **self.hparams}
+        # the checks of the values alone, the ones check_hparams makes before a trainer starts; the pool's below
+        self._check_values(values, 0 if self.reference is None else self.reference.shape[1], embeddings is not None)
         missing_reference = self.reference is not None and bool(np.isnan(self.reference).any())
         self.task_graph: TaskGraph | None = None
-        need = [why for why, needed in self._graph_users({**base, **self.hparams}, missing_reference) if needed]
-        if need:
-            if embeddings is None:
-                raise ValueError(
-                    f"selector {self.name!r} needs task_embeddings (one row per task) for the task graph: "
-                    f"{', '.join(need)}"
-                )
+        if self._graph_needs(values, missing_reference, embeddings is not None):
             self.task_graph = TaskGraph.from_embeddings(embeddings, base["graph_k"])
         if missing_reference:
             assert self.task_graph is not None  # reference_nan="neighbours" is the only policy that keeps NaN
@@ -205,6 +206,60 @@ class Selector:
         Raises:
             ValueError: naming the setting.
         """
+
+    @classmethod
+    def check_hparams(cls, hparams: Mapping[str, Any], *, num_references: int, embeddings: bool, seed: Any = 0) -> None:
+        """Every check the constructor makes that needs no pool, made without building the selector: the names
+        (:meth:`effective_hparams`), the seed, and the values: their ranges, the selection rule's parameters, what
+        needs reference columns (and how many) or task embeddings (:meth:`_check_values`).
+
+        The constructor makes the same checks, through the same functions, so a value refused here is refused there
+        with the same message. What depends on the pool stays with the constructor: the reference array's and the
+        embeddings' shapes and values, ``graph_k`` against the pool size, the memory the pool needs.
+
+        Args:
+            hparams: the hyperparameters set (the rest keep the selector's defaults).
+            num_references: reference columns the selector will get (0: none).
+            embeddings: whether it will get task embeddings.
+            seed: seed of its generator.
+
+        Raises:
+            ValueError: as the constructor raises it.
+        """
+        base, own = cls._resolve_hparams(hparams)
+        check_seed(seed)
+        cls._check_values({**base, **own}, num_references, embeddings)
+
+    @classmethod
+    def _check_values(cls, values: Mapping[str, Any], num_references: int, embeddings: bool) -> None:
+        """Refuse ``values`` (every hyperparameter, the base ones included) that this selector cannot run with,
+        given ``num_references`` reference columns and whether task embeddings are given. Subclasses add their own
+        checks after ``super()``'s; what only the pool can tell (the reference values, the graph's size) is not
+        checked here.
+
+        Raises:
+            ValueError: naming the setting.
+        """
+        check_nan_policy(values["reference_nan"])
+        if cls.needs_reference and not num_references:
+            raise ValueError(f"selector {cls.name!r} needs reference_pass_rates")
+        # a reference without missing values is assumed: whether the pool's has some is the constructor's to tell
+        cls._graph_needs(values, False, embeddings)
+        check_graph_k(values["graph_k"])
+
+    @classmethod
+    def _graph_needs(cls, values: Mapping[str, Any], missing_reference: bool, embeddings: bool) -> list[str]:
+        """What needs the task graph under ``values`` (empty: nothing).
+
+        Raises:
+            ValueError: when something needs it and no task embeddings are given.
+        """
+        need = [why for why, needed in cls._graph_users(values, missing_reference) if needed]
+        if need and not embeddings:
+            raise ValueError(
+                f"selector {cls.name!r} needs task_embeddings (one row per task) for the task graph: {', '.join(need)}"
+            )
+        return need
 
     @classmethod
     def _graph_users(cls, hparams: Mapping[str, Any], missing_reference: bool) -> list[tuple[str, bool]]:

@@ -4,9 +4,10 @@ A trainer states which selector it runs, the hyperparameters it sets and the see
 them, frozen, with every hyperparameter the selector runs with (the set ones over its declared defaults, read from its
 registry entry: :meth:`~bots_verl.core.selector_base.Selector.effective_hparams`) and where each value comes from
 (:attr:`SelectorSettings.sources`: the selector's default, the config's files, or the command line).
-The same object is checked (:meth:`SelectorSettings.check`), labelled, recorded, fingerprinted and handed to whatever
-builds the selector (:meth:`SelectorSettings.build`), so a hyperparameter is named only where it is declared (its
-default), where the user sets it, and in the rule that reads it; a trainer's glue passes the object on.
+The same object is checked without building the selector (:meth:`SelectorSettings.check`), labelled, recorded,
+fingerprinted and handed to whatever builds the selector (:meth:`SelectorSettings.build`), so a hyperparameter is
+named only where it is declared (its default), where the user sets it, and in the rule that reads it; a trainer's glue
+passes the object on.
 
 Standard library and numpy only, like the rest of :mod:`bots_verl.core`.
 """
@@ -18,8 +19,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
-
-import numpy as np
 
 from bots_verl.core.selector_base import SELECTORS, Selector
 from bots_verl.core.task_graph import check_graph_fits
@@ -119,27 +118,20 @@ class SelectorSettings:
         return check_graph_fits(num_tasks, dims, int(self.task_graph_k))
 
     def check(self, num_references: int, embeddings: bool) -> None:
-        """Every check the selector's constructor makes on these values, before a trainer starts: value ranges, the
-        selection rule's parameters, what needs reference columns or task embeddings.
-
-        The selector is built once on a stand-in pool of two tasks (one more than ``graph_k`` with ``embeddings``)
-        with neutral reference values, so each value is checked where it is used and not restated here.
+        """Every check the selector's constructor makes that needs no pool, before a trainer starts: the seed, value
+        ranges, the selection rule's parameters, what needs reference columns or task embeddings
+        (:meth:`~bots_verl.core.selector_base.Selector.check_hparams`; nothing is built).
 
         Args:
             num_references: reference columns the trainer gives the selector (0: none).
             embeddings: whether the trainer gives it task embeddings.
 
         Raises:
-            TypeError, ValueError: as the selector's constructor raises them.
+            ValueError: as the selector's constructor raises it.
         """
-        size = 2
-        extra: dict[str, Any] = {}
-        if embeddings:
-            k = self.task_graph_k
-            size = max(size, k + 1) if isinstance(k, int) and not isinstance(k, bool) and 0 < k < 4096 else 17
-            extra["task_embeddings"] = np.eye(size, dtype=np.float32) + 0.5
-        reference = np.full((size, num_references), 0.5) if num_references else None
-        self.build(size, reference_pass_rates=reference, **extra)
+        self.selector_class.check_hparams(
+            self.hparams, num_references=num_references, embeddings=embeddings, seed=self.seed
+        )
 
     def check_for_training(self) -> None:
         """What the selector needs from a trainer beyond its constructor's checks

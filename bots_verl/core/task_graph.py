@@ -34,6 +34,7 @@ __all__ = [
     "TaskGraph",
     "check_embeddings",
     "check_graph_fits",
+    "check_graph_k",
     "choose_labelled",
     "impute_reference",
     "impute_reference_report",
@@ -47,6 +48,22 @@ LABELLING_METHODS = ("uniform", "spread")
 _BYTES_PER_ENTRY = 13
 # Rounds of batched k-means++ seeding in choose_labelled(method="spread").
 _SPREAD_ROUNDS = 64
+
+
+def check_graph_k(k: Any, num_tasks: int | None = None) -> int:
+    """Return the task graph's neighbours per task ``k`` as an int: a positive integer, fewer than ``num_tasks`` when
+    the pool is known.
+
+    Raises:
+        ValueError: naming ``graph_k`` (and the pool size, when given).
+    """
+    if isinstance(k, bool | np.bool_) or not isinstance(k, int | np.integer) or k < 1:
+        raise ValueError(f"graph_k must be a positive integer (neighbours per task), got {k!r}")
+    if num_tasks is not None and not k < num_tasks:
+        raise ValueError(
+            f"graph_k must be an integer in [1, {num_tasks - 1}] (fewer than the {num_tasks} tasks), got {k!r}"
+        )
+    return int(k)
 
 
 def check_embeddings(embeddings: Any, num_tasks: int | None = None) -> np.ndarray:
@@ -181,9 +198,7 @@ class TaskGraph:
         """
         x = check_embeddings(embeddings)
         n, d = x.shape
-        if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k < n:
-            raise ValueError(f"graph_k must be an integer in [1, {n - 1}] (fewer than the {n} tasks), got {k!r}")
-        k = int(k)
+        k = check_graph_k(k, n)
         if chunk_rows is None:
             chunk_rows = cls.chunk_rows_for(n)
         elif isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int | np.integer) or chunk_rows < 1:

@@ -25,10 +25,12 @@ __all__ = [
     "check_not_null",
     "check_number_param",
     "check_lags",
+    "check_nan_policy",
     "check_outcomes",
     "check_real_array",
     "check_reference",
     "check_scalars",
+    "check_seed",
     "check_unit_interval",
     "real_array",
     "require_keys",
@@ -149,6 +151,27 @@ def check_lags(lags: Any, size: int) -> np.ndarray:
     return arr.astype(np.int64, copy=False)
 
 
+def check_nan_policy(nan_policy: Any) -> None:
+    """Refuse a ``reference_nan`` that is not one of :data:`REFERENCE_NAN_POLICIES`.
+
+    Raises:
+        ValueError: naming the policies.
+    """
+    if not isinstance(nan_policy, str) or nan_policy not in REFERENCE_NAN_POLICIES:
+        raise ValueError(f"reference_nan must be one of {list(REFERENCE_NAN_POLICIES)}, got {nan_policy!r}")
+
+
+def check_seed(seed: Any) -> int:
+    """Return a generator seed as an int (``numpy``'s PCG64 takes any non-negative integer).
+
+    Raises:
+        ValueError: for a boolean, a float (``1.5`` would otherwise run as seed 1), a string or a negative number.
+    """
+    if isinstance(seed, bool | np.bool_) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
 def check_reference(reference: Any, num_tasks: int, *, nan_policy: str = "impute") -> np.ndarray:
     """Return reference pass rates as a float64 ``(num_tasks, K)`` array, columns ordered weak -> strong.
 
@@ -163,8 +186,7 @@ def check_reference(reference: Any, num_tasks: int, *, nan_policy: str = "impute
     Raises:
         ValueError: on a wrong shape, values outside [0, 1], infinities, or NaN under ``nan_policy="error"``.
     """
-    if nan_policy not in REFERENCE_NAN_POLICIES:
-        raise ValueError(f"reference_nan must be one of {list(REFERENCE_NAN_POLICIES)}, got {nan_policy!r}")
+    check_nan_policy(nan_policy)
     ref = np.asarray(reference, dtype=np.float64)
     if ref.ndim == 1:
         ref = ref[:, None]

@@ -16,6 +16,7 @@ The findings are in ``recipes/results/sim/bots_plus_results.md``. Run one with e
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -73,20 +74,30 @@ class BOTSAblation(BOTSSelector):
     RETIRED: ClassVar[dict[str, str]] = {}
     RULES: ClassVar[Registry[SelectionRule]] = ABLATION_RULES
 
+    @classmethod
+    def _check_prior(cls, values: Mapping[str, Any], num_references: int) -> None:
+        """The core's check for ``prior="uniform"``; for ``"reference"``: a reference column to read, in range, and a
+        non-negative ``prior_strength`` (the per-task prior itself is checked when the posterior is built)."""
+        if values["prior"] == "uniform":
+            super()._check_prior(values, num_references)
+            return
+        if values["prior"] != "reference":
+            raise ValueError(f"prior must be 'uniform' or 'reference', got {values['prior']!r}")
+        if not num_references:
+            raise ValueError("prior='reference' needs reference_pass_rates")
+        col = int(values["prior_column"])
+        if not -num_references <= col < num_references:
+            raise ValueError(f"prior_column {col} out of range for {num_references} reference columns")
+        kappa = float(values["prior_strength"])
+        if not (np.isfinite(kappa) and kappa >= 0):
+            raise ValueError(f"prior_strength must be >= 0, got {values['prior_strength']!r}")
+
     def _prior(self) -> tuple[float | np.ndarray, float | np.ndarray]:
         hp, ref = self.hparams, self.reference
         a0, b0 = float(hp["alpha0"]), float(hp["beta0"])
         if hp["prior"] == "uniform":
             return a0, b0
-        if hp["prior"] != "reference":
-            raise ValueError(f"prior must be 'uniform' or 'reference', got {hp['prior']!r}")
-        if ref is None:
-            raise ValueError("prior='reference' needs reference_pass_rates")
-        col = int(hp["prior_column"])
-        if not -ref.shape[1] <= col < ref.shape[1]:
-            raise ValueError(f"prior_column {col} out of range for {ref.shape[1]} reference columns")
+        assert ref is not None  # _check_prior refuses a reference prior without reference columns
         kappa = float(hp["prior_strength"])
-        if not (np.isfinite(kappa) and kappa >= 0):
-            raise ValueError(f"prior_strength must be >= 0, got {hp['prior_strength']!r}")
-        p = ref[:, col]
+        p = ref[:, int(hp["prior_column"])]
         return a0 + kappa * p, b0 + kappa * (1.0 - p)

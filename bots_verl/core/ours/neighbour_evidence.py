@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
@@ -109,6 +110,14 @@ class NeighbourEvidence(ImplicitEvidence):
         # held: the two sums; working: the proposed sums, the two scatter sums (bincount) and the prediction
         return 16, 40
 
+    @classmethod
+    def check_params(cls, params: Mapping[str, Any], num_references: int) -> None:
+        """``momentum`` and ``forget`` in [0, 1), ``shrink`` > 0, ``spread`` >= 0 (no reference columns needed)."""
+        check_unit_interval("momentum", params["momentum"], open_right=True)
+        check_unit_interval("forget", params["forget"], open_right=True)
+        _positive("shrink", params["shrink"])
+        _positive("spread", params["spread"], allow_zero=True)
+
     def __init__(
         self, num_tasks: int, reference: np.ndarray | None, *, graph: TaskGraph | None = None, **params: Any
     ) -> None:
@@ -121,10 +130,9 @@ class NeighbourEvidence(ImplicitEvidence):
         if graph.num_tasks != num_tasks:
             raise ValueError(f"the task graph has {graph.num_tasks} tasks, the pool {num_tasks}")
         p = self.params
-        self.momentum = check_unit_interval("momentum", p["momentum"], open_right=True)
-        self.forget = check_unit_interval("forget", p["forget"], open_right=True)
-        self.shrink = _positive("shrink", p["shrink"])
-        self.spread = _positive("spread", p["spread"], allow_zero=True)
+        self.check_params(p, 0 if reference is None else reference.shape[1])
+        self.momentum, self.forget = float(p["momentum"]), float(p["forget"])
+        self.shrink, self.spread = float(p["shrink"]), float(p["spread"])
         self.task_graph: TaskGraph = graph
         self.level: float | None = None
         self.level_raw: float | None = None

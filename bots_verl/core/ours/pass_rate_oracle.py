@@ -89,18 +89,26 @@ class PassRateOracleSelector(Selector):
 
     DEFAULTS: ClassVar[dict[str, Any]] = {"target": 0.5, "truth_source": "", "truth_args": {}}
 
-    def __init__(self, num_tasks: int, *, reference_pass_rates: Any = None, seed: int = 0, **hparams: Any) -> None:
-        super().__init__(num_tasks, reference_pass_rates=reference_pass_rates, seed=seed, **hparams)
-        self.target = check_unit_interval("target", self.hparams["target"])
-        spec = self.hparams["truth_source"]
+    @classmethod
+    def _check_values(cls, values: Mapping[str, Any], num_references: int, embeddings: bool) -> None:
+        """``target`` in [0, 1], ``truth_source`` a ``package.module:factory`` or empty, ``truth_args`` a mapping
+        that goes with a source (whether the source imports: :meth:`check_for_training`)."""
+        super()._check_values(values, num_references, embeddings)
+        check_unit_interval("target", values["target"])
+        spec = values["truth_source"]
         if not isinstance(spec, str) or (spec and not _SOURCE_SPEC.match(spec)):
             raise ValueError(f"truth_source must be 'package.module:factory' or empty, got {spec!r}")
-        args = self.hparams["truth_args"]
+        args = values["truth_args"]
         if not isinstance(args, Mapping) or not all(isinstance(k, str) for k in args):
             raise ValueError(f"truth_args must be a mapping of names to values, got {args!r}")
         if args and not spec:
             raise ValueError("truth_args without a truth_source")
-        self.hparams["truth_args"] = dict(args)
+
+    def __init__(self, num_tasks: int, *, reference_pass_rates: Any = None, seed: int = 0, **hparams: Any) -> None:
+        # the base checks every value (_check_values) before anything is built
+        super().__init__(num_tasks, reference_pass_rates=reference_pass_rates, seed=seed, **hparams)
+        self.target = float(self.hparams["target"])
+        self.hparams["truth_args"] = dict(self.hparams["truth_args"])
         self._source: TruthSource | None = None
         self.truth: np.ndarray | None = None
         self.truth_version: int | None = None

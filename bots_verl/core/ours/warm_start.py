@@ -47,23 +47,31 @@ class WarmStart(BetaOption):
         return isinstance(weight, int | float) and not isinstance(weight, bool) and weight > 0
 
     @classmethod
-    def start(cls, selector: BetaPosteriorSelector, params: Mapping[str, Any]) -> None:
-        """Add the pseudo-counts to ``selector``'s posterior (nothing at weight 0).
+    def check_params(cls, params: Mapping[str, Any], num_references: int) -> None:
+        """Refuse a weight outside ``[0, MAX_ATTEMPTS]`` or not a number, a ``warm_start_mu`` that is not finite, or a
+        positive weight without reference columns.
 
         Raises:
-            ValueError: for a weight outside ``[0, MAX_ATTEMPTS]`` or not a number, a ``warm_start_mu`` that is not
-                finite, or a positive weight without reference columns.
+            ValueError: naming the setting.
         """
         weight, mu0 = params["warm_start_weight"], params["warm_start_mu"]
         if isinstance(weight, bool) or not (np.isfinite(float(weight)) and 0 <= float(weight) <= MAX_ATTEMPTS):
             raise ValueError(f"warm_start_weight must be a number in [0, {MAX_ATTEMPTS:g}], got {weight!r}")
         if isinstance(mu0, bool) or not np.isfinite(float(mu0)):
             raise ValueError(f"warm_start_mu must be a finite number, got {mu0!r}")
-        weight, mu0 = float(weight), float(mu0)
+        if float(weight) > 0 and not num_references:
+            raise ValueError(
+                f"warm_start_weight={float(weight):g} needs reference_pass_rates (the warm start's prediction)"
+            )
+
+    @classmethod
+    def start(cls, selector: BetaPosteriorSelector, params: Mapping[str, Any]) -> None:
+        """Add the pseudo-counts to ``selector``'s posterior (nothing at weight 0; ``params`` checked by
+        :meth:`check_params`)."""
+        weight, mu0 = float(params["warm_start_weight"]), float(params["warm_start_mu"])
         if weight == 0.0:  # the paper's flat start, untouched
             return
-        if selector.reference is None:
-            raise ValueError(f"warm_start_weight={weight:g} needs reference_pass_rates (the warm start's prediction)")
+        assert selector.reference is not None  # check_params refuses a positive weight without references
         weak = selector.reference[:, 0]
         # p0 = clip(weak + mu0 * (strong - weak), 0, 1), in one pool-sized buffer
         p0 = np.subtract(selector.reference[:, -1], weak)

@@ -38,7 +38,7 @@ from bots_verl.core.metric_keys import (
     implicit_stat,
 )
 from bots_verl.core.paper.implicit_evidence import EVIDENCE, ImplicitEvidence
-from bots_verl.core.paper.posterior import BetaPosterior
+from bots_verl.core.paper.posterior import BetaPosterior, check_prior
 from bots_verl.core.paper.selection_rules import SELECTION_RULES, SelectionRule
 from bots_verl.core.registry import Registry, defaults_of
 from bots_verl.core.selection_metrics import pearson, roc_auc
@@ -74,8 +74,17 @@ class BetaOption:
         return False
 
     @classmethod
+    def check_params(cls, params: Mapping[str, Any], num_references: int) -> None:
+        """Refuse hyperparameters ``params`` the option cannot run with, given ``num_references`` reference columns
+        (the selector's :meth:`~bots_verl.core.selector_base.Selector.check_hparams` and its constructor call it).
+
+        Raises:
+            ValueError: naming the setting.
+        """
+
+    @classmethod
     def start(cls, selector: BetaPosteriorSelector, params: Mapping[str, Any]) -> None:
-        """Check ``params`` and set the selector up before step 1 (its posterior is built; nothing is loaded yet)."""
+        """Set the selector up before step 1 (its posterior is built; nothing is loaded yet; ``params`` checked)."""
 
     @classmethod
     def lag_weights(cls, selector: BetaPosteriorSelector, lags: np.ndarray) -> np.ndarray | None:
@@ -178,6 +187,38 @@ class BetaPosteriorSelector(Selector):
             ("selection rule", {k: v for k, v in defaults_of(rule).items() if k != "target"}),
         ]
 
+    @classmethod
+    def _check_values(cls, values: Mapping[str, Any], num_references: int, embeddings: bool) -> None:
+        """The base's checks, then the rates, the selection rule's parameters, ``implicit_scale``, the evidence
+        plug-in's, the prior's and the options' (:meth:`~bots_verl.core.selector_base.Selector.check_hparams`)."""
+        super()._check_values(values, num_references, embeddings)
+        for key in ("lam", "rho", "target"):
+            check_unit_interval(key, values[key])
+        rule, rule_params = cls._selection_rule(values)
+        # A dry run on a one-task input checks the rule's parameters now rather than at the first select.
+        rule(np.ones(1), np.ones(1), 1, np.random.default_rng(0), **rule_params)
+        m = values["implicit_scale"]
+        if m is not None and not (np.isfinite(float(m)) and 0 < float(m) <= MAX_ATTEMPTS):
+            raise ValueError(f"implicit_scale must be positive (at most {MAX_ATTEMPTS:g}) or None, got {m!r}")
+        evidence_cls: type[ImplicitEvidence] = EVIDENCE.lookup(values["evidence"])
+        evidence_cls.check_params({k: values[k] for k in evidence_cls.DEFAULTS}, num_references)
+        cls._check_prior(values, num_references)
+        for option in BETA_OPTIONS.values():
+            option.check_params({k: values[k] for k in option.DEFAULTS}, num_references)
+
+    @classmethod
+    def _check_prior(cls, values: Mapping[str, Any], num_references: int) -> None:
+        """Refuse the prior's hyperparameters (here ``alpha0``, ``beta0``: shared positive numbers; a subclass with
+        another :meth:`_prior` checks its own)."""
+        for key in ("alpha0", "beta0"):
+            check_prior(key, float(values[key]))
+
+    @classmethod
+    def _selection_rule(cls, values: Mapping[str, Any]) -> tuple[SelectionRule, dict[str, Any]]:
+        """The selection rule ``values`` name, and its parameters (``target`` as a float)."""
+        rule = cls.RULES.lookup(values["selection"])
+        return rule, {k: float(values[k]) if k == "target" else values[k] for k in defaults_of(rule)}
+
     def __init__(
         self,
         num_tasks: int,
@@ -187,20 +228,14 @@ class BetaPosteriorSelector(Selector):
         seed: int = 0,
         **hparams: Any,
     ) -> None:
+        # the base checks every value (_check_values) before anything is built
         super().__init__(
             num_tasks, reference_pass_rates=reference_pass_rates, task_embeddings=task_embeddings, seed=seed, **hparams
         )
         hp = self.hparams
-        self.lam = check_unit_interval("lam", hp["lam"])
-        self.rho = check_unit_interval("rho", hp["rho"])
-        self.target = check_unit_interval("target", hp["target"])
-        self._rule = self.RULES.lookup(hp["selection"])
-        self._rule_params = {k: self.target if k == "target" else hp[k] for k in defaults_of(self._rule)}
-        # A dry run on a one-task pool checks the rule's parameters now rather than at the first select.
-        self._rule(np.ones(1), np.ones(1), 1, np.random.default_rng(0), **self._rule_params)
+        self.lam, self.rho, self.target = float(hp["lam"]), float(hp["rho"]), float(hp["target"])
+        self._rule, self._rule_params = self._selection_rule(hp)
         m = hp["implicit_scale"]
-        if m is not None and not (np.isfinite(float(m)) and 0 < float(m) <= MAX_ATTEMPTS):
-            raise ValueError(f"implicit_scale must be positive (at most {MAX_ATTEMPTS:g}) or None, got {m!r}")
         self.implicit_scale = None if m is None else float(m)
         evidence_cls: type[ImplicitEvidence] = EVIDENCE.lookup(hp["evidence"])
         evidence_params = {k: hp[k] for k in evidence_cls.DEFAULTS}

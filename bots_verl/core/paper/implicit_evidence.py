@@ -23,6 +23,7 @@ state once the selector knows the whole update is valid. Adding a plug-in is one
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -64,6 +65,16 @@ class ImplicitEvidence:
         self.reference = reference
         self.graph = graph
         self.params = {**self.DEFAULTS, **params}
+
+    @classmethod
+    def check_params(cls, params: Mapping[str, Any], num_references: int) -> None:
+        """Refuse hyperparameters ``params`` the plug-in cannot run with, given ``num_references`` reference columns
+        (its constructor calls it, and a selector's
+        :meth:`~bots_verl.core.selector_base.Selector.check_hparams` before any pool exists).
+
+        Raises:
+            ValueError: naming the setting.
+        """
 
     @classmethod
     def bytes_per_task(cls, reference_columns: int) -> tuple[int, int]:
@@ -170,22 +181,29 @@ class InterpolationEvidence(ImplicitEvidence):
     def bytes_per_task(cls, reference_columns: int) -> tuple[int, int]:
         return 16, 8  # weak and gap; the prediction
 
-    def __init__(self, num_tasks: int, reference: np.ndarray | None, **params: Any) -> None:
-        super().__init__(num_tasks, reference, **params)
-        if reference is None:
+    @classmethod
+    def check_params(cls, params: Mapping[str, Any], num_references: int) -> None:
+        """Two reference columns (weak, strong), ``gamma`` in [0, 1), ``degenerate_tol`` > 0."""
+        if not num_references:
             raise ValueError(
                 "the 'interpolation' evidence needs reference_pass_rates with two columns (weak, strong); "
                 "pass evidence='none' for explicit evidence only"
             )
-        if reference.shape[1] != 2:
+        if num_references != 2:
             raise ValueError(
-                f"the 'interpolation' evidence needs exactly two reference columns (weak, strong), "
-                f"got {reference.shape[1]}"
+                f"the 'interpolation' evidence needs exactly two reference columns (weak, strong), got {num_references}"
             )
-        self.gamma = check_unit_interval("gamma", self.params["gamma"], open_right=True)
+        check_unit_interval("gamma", params["gamma"], open_right=True)
+        degenerate_tol = float(params["degenerate_tol"])
+        if not degenerate_tol > 0:
+            raise ValueError(f"degenerate_tol must be > 0, got {degenerate_tol}")
+
+    def __init__(self, num_tasks: int, reference: np.ndarray | None, **params: Any) -> None:
+        super().__init__(num_tasks, reference, **params)
+        self.check_params(self.params, 0 if reference is None else reference.shape[1])
+        assert reference is not None  # check_params refuses none
+        self.gamma = float(self.params["gamma"])
         self.degenerate_tol = float(self.params["degenerate_tol"])
-        if not self.degenerate_tol > 0:
-            raise ValueError(f"degenerate_tol must be > 0, got {self.degenerate_tol}")
         self.weak = np.ascontiguousarray(reference[:, 0])
         self.gap = np.ascontiguousarray(reference[:, 1] - reference[:, 0])
         self.mu: float | None = None

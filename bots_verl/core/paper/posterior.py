@@ -37,7 +37,7 @@ from bots_verl.core.validation import check_real_array, require_keys
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BetaPosterior"]
+__all__ = ["BetaPosterior", "check_prior"]
 
 Prior = float | np.ndarray
 
@@ -47,9 +47,14 @@ def _prior_of(prior: Prior, indices: np.ndarray) -> Prior:
     return prior[indices] if isinstance(prior, np.ndarray) else prior
 
 
-def _check_prior(name: str, value: Any, num_tasks: int) -> Prior:
-    """A positive finite scalar, or such an array of length ``num_tasks``, as a float or a fresh float64 array."""
-    if np.ndim(value) == 0:
+def check_prior(name: str, value: Any, num_tasks: int | None = None) -> Prior:
+    """A positive finite scalar, or such an array of length ``num_tasks``, as a float or a fresh float64 array
+    (without ``num_tasks``: a scalar).
+
+    Raises:
+        ValueError: naming ``name``.
+    """
+    if np.ndim(value) == 0 or num_tasks is None:
         return float(check_real_array(name, value, (), positive=True))
     return check_real_array(name, value, (num_tasks,), positive=True)
 
@@ -70,8 +75,8 @@ class BetaPosterior:
 
     def __init__(self, num_tasks: int, alpha0: Prior, beta0: Prior) -> None:
         self.num_tasks = num_tasks
-        self.alpha0 = _check_prior("alpha0", alpha0, num_tasks)
-        self.beta0 = _check_prior("beta0", beta0, num_tasks)
+        self.alpha0 = check_prior("alpha0", alpha0, num_tasks)
+        self.beta0 = check_prior("beta0", beta0, num_tasks)
         self.alpha = np.broadcast_to(self.alpha0, (num_tasks,)).astype(np.float64)
         self.beta = np.broadcast_to(self.beta0, (num_tasks,)).astype(np.float64)
 
@@ -157,7 +162,7 @@ class BetaPosterior:
         for key in ("alpha", "beta"):
             out[key] = check_real_array(f"checkpoint {key}", state[key], (num_tasks,), positive=True)
         for key in ("alpha0", "beta0"):
-            out[key] = _check_prior(f"checkpoint {key}", state[key], num_tasks)
+            out[key] = check_prior(f"checkpoint {key}", state[key], num_tasks)
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -207,22 +207,31 @@ class DPSSelector(Selector):
         """
         return super().bytes_per_task(reference_columns, hparams) + 121 + 120 + 24 + 8 + 11
 
-    def __init__(self, num_tasks: int, *, reference_pass_rates: Any = None, seed: int = 0, **hparams: Any) -> None:
-        super().__init__(num_tasks, reference_pass_rates=reference_pass_rates, seed=seed, **hparams)
-        hp = self.hparams
-        self.decay = check_unit_interval("decay", hp["decay"])
-        ratio = hp["candidate_ratio"]
+    @classmethod
+    def _check_values(cls, values: Mapping[str, Any], num_references: int, embeddings: bool) -> None:
+        """``decay`` in [0, 1], ``candidate_ratio`` >= 1, ``entropy_weight`` >= 0, the priors numbers or names."""
+        super()._check_values(values, num_references, embeddings)
+        check_unit_interval("decay", values["decay"])
+        ratio = values["candidate_ratio"]
         if isinstance(ratio, bool) or not isinstance(ratio, int | float | np.integer | np.floating):
             raise ValueError(f"candidate_ratio must be a number >= 1, got {ratio!r}")
         if not (math.isfinite(float(ratio)) and float(ratio) >= 1):
             raise ValueError(f"candidate_ratio must be a finite number >= 1, got {ratio!r}")
-        self.candidate_ratio = float(ratio)
-        weight = hp["entropy_weight"]
+        weight = values["entropy_weight"]
         if isinstance(weight, bool) or not isinstance(weight, int | float | np.integer | np.floating):
             raise ValueError(f"entropy_weight must be a number >= 0, got {weight!r}")
         if not (math.isfinite(float(weight)) and float(weight) >= 0):
             raise ValueError(f"entropy_weight must be a finite number >= 0, got {weight!r}")
-        self.entropy_weight = float(weight)
+        _prior_alpha_matrix(values["prior_alpha"])
+        _prior_pi_vector(values["prior_pi"])
+
+    def __init__(self, num_tasks: int, *, reference_pass_rates: Any = None, seed: int = 0, **hparams: Any) -> None:
+        # the base checks every value (_check_values) before anything is built
+        super().__init__(num_tasks, reference_pass_rates=reference_pass_rates, seed=seed, **hparams)
+        hp = self.hparams
+        self.decay = float(hp["decay"])
+        self.candidate_ratio = float(hp["candidate_ratio"])
+        self.entropy_weight = float(hp["entropy_weight"])
         self.prior_alpha = _prior_alpha_matrix(hp["prior_alpha"])
         self.prior_pi = _prior_pi_vector(hp["prior_pi"])
         n = self.num_tasks

@@ -137,27 +137,35 @@ class GRESOSelector(Selector):
         """
         return super().bytes_per_task(reference_columns, hparams) + 4 + 8 * 3
 
+    @classmethod
+    def _check_values(cls, values: Mapping[str, Any], num_references: int, embeddings: bool) -> None:
+        """Every rate in [0, 1], ``0 < p_min <= p_easy, p_hard <= p_max``, ``hard_threshold < easy_threshold``."""
+        super()._check_values(values, num_references, embeddings)
+        p_min = check_unit_interval("p_min", values["p_min"])
+        p_max = check_unit_interval("p_max", values["p_max"])
+        if not 0.0 < p_min <= p_max:
+            raise ValueError(f"need 0 < p_min <= p_max, got p_min={values['p_min']!r}, p_max={values['p_max']!r}")
+        for key in ("p_easy", "p_hard"):
+            value = check_unit_interval(key, values[key])
+            if not p_min <= value <= p_max:
+                raise ValueError(f"{key} must lie in [p_min, p_max] = [{p_min}, {p_max}], got {values[key]!r}")
+        for key in ("target_zero_variance", "easy_share", "p_step", "keep_floor"):
+            check_unit_interval(key, values[key])
+        easy = check_unit_interval("easy_threshold", values["easy_threshold"])
+        if not check_unit_interval("hard_threshold", values["hard_threshold"]) < easy:
+            raise ValueError(
+                f"need hard_threshold < easy_threshold, got {values['hard_threshold']!r} and "
+                f"{values['easy_threshold']!r}"
+            )
+
     def __init__(self, num_tasks: int, *, reference_pass_rates: Any = None, seed: int = 0, **hparams: Any) -> None:
+        # the base checks every value (_check_values) before anything is built
         super().__init__(num_tasks, reference_pass_rates=reference_pass_rates, seed=seed, **hparams)
         hp = self.hparams
-        self.p_min = check_unit_interval("p_min", hp["p_min"])
-        self.p_max = check_unit_interval("p_max", hp["p_max"])
-        if not 0.0 < self.p_min <= self.p_max:
-            raise ValueError(f"need 0 < p_min <= p_max, got p_min={hp['p_min']!r}, p_max={hp['p_max']!r}")
-        for key in ("p_easy", "p_hard"):
-            value = check_unit_interval(key, hp[key])
-            if not self.p_min <= value <= self.p_max:
-                raise ValueError(f"{key} must lie in [p_min, p_max] = [{self.p_min}, {self.p_max}], got {hp[key]!r}")
-        self.target_zero_variance = check_unit_interval("target_zero_variance", hp["target_zero_variance"])
-        self.easy_share = check_unit_interval("easy_share", hp["easy_share"])
-        self.p_step = check_unit_interval("p_step", hp["p_step"])
-        self.keep_floor = check_unit_interval("keep_floor", hp["keep_floor"])
-        self.easy_threshold = check_unit_interval("easy_threshold", hp["easy_threshold"])
-        self.hard_threshold = check_unit_interval("hard_threshold", hp["hard_threshold"])
-        if not self.hard_threshold < self.easy_threshold:
-            raise ValueError(
-                f"need hard_threshold < easy_threshold, got {hp['hard_threshold']!r} and {hp['easy_threshold']!r}"
-            )
+        self.p_min, self.p_max = float(hp["p_min"]), float(hp["p_max"])
+        self.target_zero_variance, self.easy_share = float(hp["target_zero_variance"]), float(hp["easy_share"])
+        self.p_step, self.keep_floor = float(hp["p_step"]), float(hp["keep_floor"])
+        self.easy_threshold, self.hard_threshold = float(hp["easy_threshold"]), float(hp["hard_threshold"])
         self.target_easy = self.target_zero_variance * self.easy_share
         self.target_hard = self.target_zero_variance * (1.0 - self.easy_share)
         # The state: the adapted bases and, per task, +k for k consecutive easy groups, -k for hard ones.
