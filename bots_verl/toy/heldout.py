@@ -15,19 +15,21 @@ mass q: SE = sqrt(sum_i q_i (1 - q_i) / k) / N over N prompts (estimated with ea
   :func:`sample_seed` from (run seed, checkpoint step, prompt, sample), so a resumed run evaluates identically and
   runs of one seed share their samples' random numbers (paired comparisons). Responses are decoded as verl decodes a
   rollout (the family's tokenizer, ``skip_special_tokens``).
-- **Scoring**: only non-canonical samples, each distinct response once per task (the reward is a function of the
-  response and the task), through :func:`bots_verl.rewards.compute_score`, the entry point verl's reward workers
-  call, from :data:`SCORE_THREADS` threads as they do: code runs in the bubblewrap sandbox, so a program that hangs,
-  floods its output or exits is a failure there; a sandbox that does not work raises rather than scoring 0.
+- **Scoring**: only non-canonical samples, each distinct response once per task, and for code each distinct program
+  once per task (the code reward reads nothing of a response but its last fenced block), through
+  :func:`bots_verl.rewards.compute_score`, the entry point verl's reward workers call, from :data:`SCORE_THREADS`
+  threads as they do: code runs in the bubblewrap sandbox, so a program that hangs, floods its output or exits is a
+  failure there; a sandbox that does not work raises rather than scoring 0.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -61,7 +63,11 @@ class HeldoutEstimate:
         samples: samples per prompt.
         prompts: held-out prompts.
         passing: non-canonical samples that passed.
-        scored: distinct (prompt, response) pairs scored by the reward.
+        scored: distinct (prompt, response) pairs scored by the reward (code: distinct programs, and responses
+            without one).
+        programs: of those, code responses with a program, run in the sandbox (logic: 0).
+        seconds: wall-clock seconds of the phases ``canonical`` (the likelihood), ``generate``, ``score`` (not
+            compared: two equal estimates may take different times).
     """
 
     canonical: float
@@ -71,6 +77,8 @@ class HeldoutEstimate:
     prompts: int
     passing: int
     scored: int
+    programs: int
+    seconds: dict[str, float] = field(default_factory=dict, compare=False)
 
     @property
     def estimate(self) -> float:
@@ -92,6 +100,13 @@ def sample_seed(run_seed: int, step: int, prompt: int, sample: int) -> int:
     from bots_verl.verl_cpu.sampling import row_seed
 
     return row_seed("toy-heldout", run_seed, step, prompt, sample)
+
+
+def _program(text: str) -> str | None:
+    """The program the code reward runs for a response (its last fenced block), None without one."""
+    from bots_verl.rewards._extract import after_think, last_code_block
+
+    return last_code_block(after_think(text))
 
 
 def score_responses(data_source: str, items: Sequence[tuple[str, str]], threads: int = SCORE_THREADS) -> list[bool]:
@@ -148,7 +163,14 @@ def estimate_accuracy(
     if samples < 2:
         raise ValueError(f"samples must be at least 2 (the standard error needs them), got {samples}")
     vocab = vocab_of(family)
+    clock = [time.perf_counter()]
+
+    def lap() -> float:
+        clock.append(time.perf_counter())
+        return clock[-1] - clock[-2]
+
     canonical_p, _ = answer_stats(model, problems, vocab=vocab)
+    seconds = {"canonical": lap()}
     requests, canonical_ids = [], []
     for i, problem in enumerate(problems):
         ids, n_prompt = encode(problem.prompt, problem.answer, vocab)
@@ -165,21 +187,26 @@ def estimate_accuracy(
         results = generate_batch(model, requests, pad_token_id=vocab[PAD])
     finally:
         model.train(was_training)
+    seconds["generate"] = lap()
     tokenizer = build_tokenizer(family=family)
-    # the distinct non-canonical responses of each task, scored once each
-    todo: dict[tuple[int, str], int] = {}
-    rows: list[tuple[int, str] | None] = []
+    # the distinct non-canonical responses of each task, scored once each (code: one response per distinct program)
+    todo: dict[tuple[int, str | None, str], str] = {}
+    rows: list[tuple[int, str | None, str] | None] = []
     for r, result in enumerate(results):
         i = r // samples
         if result.token_ids == canonical_ids[i]:
             rows.append(None)
             continue
-        key = (i, tokenizer.decode(result.token_ids, skip_special_tokens=True))
-        todo.setdefault(key, len(todo))
+        text = tokenizer.decode(result.token_ids, skip_special_tokens=True)
+        program = _program(text) if family == "code" else None
+        key = (i, program, "" if program is not None else text)
+        todo.setdefault(key, text)
         rows.append(key)
     keys = list(todo)
-    passed = score_responses(fam.data_source, [(text, problems[i].ground_truth) for i, text in keys], threads)
-    hits = np.array([0.0 if key is None else float(passed[todo[key]]) for key in rows]).reshape(len(problems), samples)
+    scores = score_responses(fam.data_source, [(todo[key], problems[key[0]].ground_truth) for key in keys], threads)
+    passed = dict(zip(keys, scores, strict=True))
+    seconds["score"] = lap()
+    hits = np.array([0.0 if key is None else float(passed[key]) for key in rows]).reshape(len(problems), samples)
     q = hits.mean(axis=1)
     # per prompt, the unbiased variance of its k indicators over k: the variance of its mean
     var = hits.var(axis=1, ddof=1) / samples
@@ -191,6 +218,8 @@ def estimate_accuracy(
         prompts=len(problems),
         passing=int(hits.sum()),
         scored=len(keys),
+        programs=sum(key[1] is not None for key in keys),
+        seconds=seconds,
     )
     logger.info(
         "held-out %s step %d: %.4f = canonical %.4f + non-canonical %.4f (SE %.4f; %d of %d samples pass off the "
