@@ -4,6 +4,7 @@ Usage::
 
     python -m bots_verl.toy.prepare --profile ci --family code --out /tmp/toy_code_ci
     python -m bots_verl.speed.toy_heldout_cost --build /tmp/toy_code_ci [--prompts 600] [--rounds 2] [--seed 0]
+        [--max-tokens N]
 
 The benchmark evaluates every ``eval_every`` = 3 steps on 600 held-out prompts. A build whose held-out set is smaller
 (the ``ci`` builds have 16) is topped up to ``--prompts`` distinct prompts drawn from its held-out cells, then from
@@ -34,11 +35,11 @@ def heldout_problems(build: Path, prompts: int, seed: int) -> list:
     """The build's held-out problems, topped up to ``prompts`` from its held-out cells (avoiding its pool)."""
     import pyarrow.parquet as pq
 
+    from bots_verl.toy.evaluate import model_family
     from bots_verl.toy.families import family_of
 
-    manifest = json.loads((build / "manifest.json").read_text(encoding="utf-8"))
     settings = json.loads((build / "data.json").read_text(encoding="utf-8"))["settings"]
-    fam = family_of(manifest.get("family", "arith"))
+    fam = family_of(model_family(build / "models" / "policy"))
 
     def read(name: str) -> list:
         return [fam.parse_prompt(m[0]["content"]) for m in pq.read_table(build / name).column("prompt").to_pylist()]
@@ -63,6 +64,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prompts", type=int, default=600, help="held-out prompts (the benchmark's 600)")
     parser.add_argument("--rounds", type=int, default=2, help="evaluations, as of checkpoint steps 1..rounds")
     parser.add_argument("--seed", type=int, default=0, help="the run seed the samples are drawn for")
+    parser.add_argument(
+        "--max-tokens", type=int, help="response budget (default: the build's; a build in progress records none yet)"
+    )
     args = parser.parse_args(argv)
     from bots_verl.speed.reward_throughput import _CpuMeter
 
@@ -76,7 +80,10 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     model_dir = args.build / "models" / "policy"
     family = model_family(model_dir)
-    budget = json.loads((args.build / "manifest.json").read_text(encoding="utf-8"))["artifacts"]["max_response_length"]
+    budget = args.max_tokens
+    if budget is None:
+        manifest = json.loads((args.build / "manifest.json").read_text(encoding="utf-8"))
+        budget = manifest["artifacts"]["max_response_length"]
     problems = heldout_problems(args.build, args.prompts, args.seed)
     model = load_model(model_dir)
     print(f"toy held-out evaluation: {family} build {args.build}, {len(problems)} prompts x 4 samples, budget {budget}")
