@@ -143,6 +143,13 @@ def test_a_family_build_has_the_domain_rows_references_and_refuses_another_famil
     policy = json.loads((out / "models" / "policy" / "warmup.json").read_text())
     assert policy["spec"]["family"] == family
     assert "lower bound" in (out / "calibration.md").read_text()
+    # beside each model's canonical lower bound, its sampled held-out estimate (bots_verl.toy.heldout)
+    calibration = json.loads((out / "calibration.json").read_text())
+    assert "| sampled acc |" in (out / "calibration.md").read_text()
+    for name in ("policy", "weak", "strong"):
+        sampled = calibration["heldout_sampled"][name]
+        assert sampled["canonical"] == pytest.approx(calibration["heldout"][name]["accuracy"])
+        assert sampled["estimate"] >= sampled["canonical"] and sampled["samples"] == 4
     # resuming finds every stage done; the same directory as another family's or arithmetic's build is refused
     assert prepare(out, profile="ci", jobs=1, family=family)["stages"] == manifest["stages"]
     other = "logic" if family == "code" else "code"

@@ -284,3 +284,13 @@ def test_arithmetic_evaluation_reproduces_an_archived_run_exactly(tmp_path) -> N
     assert line["step"] == 0 and list(line["data"]) == [TOY_EXACT_METRIC, TOY_GREEDY_METRIC, TOY_POOL_METRIC]
     assert logged[0][TOY_EXACT_METRIC] == pytest.approx(archived["accuracy"]["0"], abs=1e-12)
     assert logged[0][TOY_POOL_METRIC] == pytest.approx(archived["pool_accuracy"]["0"], abs=1e-12)
+
+
+@pytest.mark.parametrize("build", ["full_s0", "full_s2"])
+def test_arithmetic_calibration_report_is_unchanged(build: str) -> None:
+    """The calibration's markdown for an arithmetic build is byte for byte the shipped one (no sampled columns)."""
+    from bots_verl.toy.build_stages import format_calibration
+
+    folder = ROOT / "recipes" / "toy" / "artifacts" / build
+    summary = json.loads((folder / "calibration.json").read_text(encoding="utf-8"))
+    assert format_calibration(summary) == (folder / "calibration.md").read_text(encoding="utf-8")
