@@ -29,6 +29,8 @@ __all__ = [
     "implicit_stat",
     "IMPLICIT_PREFIX",
     "timing_key",
+    "toy_heldout_key",
+    "toy_pool_key",
     "val_accuracy_key",
     "ALL_RIGHT_METRIC",
     "ALL_RIGHT_STAT",
@@ -122,8 +124,12 @@ __all__ = [
     "SUCCESS_METRIC",
     "SUCCESS_STAT",
     "COVERED_TASKS_EVIDENCE",
+    "TOY_CANONICAL_PART",
+    "TOY_ESTIMATE_PART",
+    "TOY_ESTIMATE_SE_PART",
     "TOY_EXACT_METRIC",
     "TOY_GREEDY_METRIC",
+    "TOY_NONCANONICAL_PART",
     "TOY_POOL_METRIC",
     "UPDATE_MS_METRIC",
     "UPDATE_MS_STAT",
@@ -300,3 +306,22 @@ SIM_DAPO_ROUNDS_METRIC = "sim/dapo_rounds"
 TOY_EXACT_METRIC = "val-core/toy__arith/acc/exact"
 TOY_GREEDY_METRIC = "val-core/toy__arith/acc/greedy"
 TOY_POOL_METRIC = "train-pool/toy__arith/acc/exact"
+#: the toy code and logic families' held-out accuracy (bots_verl.toy.heldout): their rewards accept more than the
+#: canonical answer, so it is estimated as the canonical answer's exact likelihood (``canonical``) plus the share of
+#: temperature-1 samples that pass the domain reward and are not the canonical answer (``noncanonical``); ``estimate``
+#: is their sum (unbiased for the expected accuracy of one sample per prompt), ``estimate_se`` its standard error over
+#: the samples (the prompts fixed, as the exact figure's); on the pool only ``canonical`` is logged (a lower bound)
+TOY_ESTIMATE_PART = "estimate"
+TOY_CANONICAL_PART = "canonical"
+TOY_NONCANONICAL_PART = "noncanonical"
+TOY_ESTIMATE_SE_PART = "estimate_se"
+
+
+def toy_heldout_key(data_source: str, part: str) -> str:
+    """A toy code or logic build's held-out figure: ``val-core/<data_source>/acc/<part>`` (a ``TOY_*_PART``)."""
+    return f"val-core/{data_source}/acc/{part}"
+
+
+def toy_pool_key(data_source: str, part: str) -> str:
+    """A toy code or logic build's training-pool figure: ``train-pool/<data_source>/acc/<part>``."""
+    return f"train-pool/{data_source}/acc/{part}"

@@ -246,11 +246,40 @@ def _exact(model_dir: Path, problems: list, family: str) -> tuple[np.ndarray, np
     return answer_stats(load_model(model_dir), problems, vocab=vocab_of(family))
 
 
-def stage_calibration(out: Path, policy_names: list[str], stage: StageTimer, family: str = "arith") -> dict[str, Any]:
+def _sampled(model_dir: Path, problems: list, family: str, max_tokens: int | None, seed: int) -> dict[str, Any]:
+    import torch
+
+    from bots_verl.toy.heldout import estimate_accuracy
+    from bots_verl.toy.likelihood import load_model
+
+    assert max_tokens is not None  # checked by stage_calibration
+    torch.set_num_threads(1)
+    found = estimate_accuracy(load_model(model_dir), problems, family, max_tokens=max_tokens, run_seed=seed, step=0)
+    return {
+        "estimate": found.estimate,
+        "canonical": found.canonical,
+        "noncanonical": found.noncanonical,
+        "se": found.se,
+        "samples": found.samples,
+    }
+
+
+def stage_calibration(
+    out: Path,
+    policy_names: list[str],
+    stage: StageTimer,
+    family: str = "arith",
+    max_tokens: int | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Stage 4: exact pass rates of the policies and references; ``calibration.json`` / ``calibration.md``.
 
     For a family whose reward accepts more than the canonical answer (code, logic), the canonical answer's likelihood
-    is a lower bound of the pass rate; ``calibration.md`` says so.
+    is a lower bound of the pass rate; ``calibration.md`` says so and reports beside it each model's sampled held-out
+    estimate (:mod:`bots_verl.toy.heldout`, ``max_tokens`` the response budget, seeded by ``seed`` at step 0).
+
+    Raises:
+        ValueError: a code or logic build's calibration without ``max_tokens``.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -263,8 +292,16 @@ def stage_calibration(out: Path, policy_names: list[str], stage: StageTimer, fam
     # the calibration is of these exact models: a re-warmed model (another spec) makes it stale
     names = policy_names + ["weak", "strong"]
     specs = {name: (read_result(out / "models" / name) or {}).get("spec") for name in names}
+    single = family_of(family).single_answer
+    if not single and max_tokens is None:
+        raise ValueError(f"the {family} family's calibration samples its held-out estimate: pass max_tokens")
     cached = read_json(out / "calibration.json")
-    if cached is not None and cached.get("models") == names and cached.get("specs") == specs:
+    if (
+        cached is not None
+        and cached.get("models") == names
+        and cached.get("specs") == specs
+        and (single or "heldout_sampled" in cached)
+    ):
         logger.info("calibration: already done")
         stage.skipped = True
         return cached
@@ -279,14 +316,17 @@ def stage_calibration(out: Path, policy_names: list[str], stage: StageTimer, fam
         STRONG_COLUMN: train.column(STRONG_COLUMN).to_numpy(),
     }
     summary: dict[str, Any] = {"models": names, "specs": specs, "pool": {}, "heldout": {}}
-    if not family_of(family).single_answer:
+    if not single:
         summary["lower_bound"] = True
+        summary["heldout_sampled"] = {}
     for name in names:
         p_pool, _ = _exact(out / "models" / name, pool, family)
         p_held, g_held = _exact(out / "models" / name, heldout, family)
         columns[f"{name}_exact_pass_rate"] = p_pool
         summary["pool"][name] = pool_summary(p_pool)
         summary["heldout"][name] = heldout_summary(p_held, g_held)
+        if not single:
+            summary["heldout_sampled"][name] = _sampled(out / "models" / name, heldout, family, max_tokens, seed)
     calib = out / "calibration.parquet"
     table = pa.table({**{k: pa.array(v) for k, v in columns.items()}, "cell": pa.array(cells)})
     write_table_atomic(table, calib)
@@ -319,15 +359,23 @@ def stage_calibration(out: Path, policy_names: list[str], stage: StageTimer, fam
 
 def format_calibration(summary: Mapping[str, Any]) -> str:
     """The calibration as markdown tables."""
-    lines = ["# Toy testbed calibration (exact pass rates at temperature 1)", ""]
+    sampled = summary.get("heldout_sampled")
     if summary.get("lower_bound"):
+        lines = ["# Toy testbed calibration (canonical lower bounds and sampled held-out estimates, temperature 1)", ""]
         lines += [
-            "The reward accepts more than the canonical answer here: each figure is the canonical answer's likelihood,"
-            " a lower bound of the pass rate (the sampled reference columns are not bounded so).",
+            "The reward accepts more than the canonical answer here: every figure but `sampled acc` is the canonical"
+            " answer's likelihood, a lower bound of the pass rate (`held-out acc (lower bound)`, its `SE` over the"
+            " prompts; the sampled reference columns are not bounded so). `sampled acc` is the held-out estimate the"
+            " benchmark logs (bots_verl.toy.heldout): the lower bound plus the share of samples that pass off the"
+            " canonical answer (`non-canonical`), with its sampling `SE` (k samples per prompt).",
             "",
         ]
-    header = ["model", "pool mean", "at 0", "at 1", "between", "mixed n=8", "mixed n=16", "held-out acc", "SE"]
-    header.append("greedy")
+    else:
+        lines = ["# Toy testbed calibration (exact pass rates at temperature 1)", ""]
+    header = ["model", "pool mean", "at 0", "at 1", "between", "mixed n=8", "mixed n=16"]
+    header += ["held-out acc (lower bound)" if summary.get("lower_bound") else "held-out acc", "SE", "greedy"]
+    if sampled:
+        header += ["sampled acc", "non-canonical", "sampled SE", "k"]
     rows = []
     for name in summary["models"]:
         p, h = summary["pool"][name], summary["heldout"][name]
@@ -336,6 +384,9 @@ def format_calibration(summary: Mapping[str, Any]) -> str:
             [name, *(f"{p[k]:.3f}" for k in shares), f"{h['accuracy']:.3f}", f"{h['se_prompts']:.4f}"]
             + [f"{h['greedy_accuracy']:.3f}"]
         )
+        if sampled:
+            e = sampled[name]
+            rows[-1] += [f"{e['estimate']:.3f}", f"{e['noncanonical']:.3f}", f"{e['se']:.4f}", str(e["samples"])]
     lines.append(markdown_table(header, rows))
     lines += ["", "Correlation of the reference columns with the policy's pool pass rates (Pearson / Spearman):", ""]
 

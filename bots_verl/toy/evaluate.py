@@ -1,11 +1,18 @@
-"""Held-out accuracy of a training run's checkpoints, exactly (no sampling), written into its run log.
+"""Held-out accuracy of a training run's checkpoints, written into its run log.
 
 verl's own validation samples one response per held-out prompt through the rollout server; on a 2-core CPU that
-costs as much as several training steps and adds sampling noise. For the toy task the expected accuracy at
+costs as much as several training steps and adds sampling noise. For the toy arithmetic task the expected accuracy at
 temperature 1 is known exactly from one teacher-forced forward pass (:mod:`bots_verl.toy.likelihood`), so the
 benchmark saves the actor every few steps, reads each checkpoint's weights into the policy's transformers model and
 appends ``{"step": k, "data": {TOY_EXACT_METRIC: accuracy, ...}}`` lines to the run's ``metrics.jsonl``
 (:mod:`bots_verl.runlog`; ``analysis`` merges lines of one step metric by metric).
+
+The code and logic families' rewards accept more than the canonical answer: their accuracy is the canonical answer's
+exact likelihood plus a sampled non-canonical remainder (:mod:`bots_verl.toy.heldout`), logged under
+:func:`~bots_verl.runlog.toy_heldout_key` with its parts and standard error (:func:`heldout_metric` names the
+accuracy's key for a model). The family is the one the model was warmed up for (its ``warmup.json``), the response
+budget the build's (its ``manifest.json``), the sampling seed the run's (its ``meta.json``) and the checkpoint step,
+so the benchmark passes nothing more than for arithmetic.
 """
 
 from __future__ import annotations
@@ -20,13 +27,23 @@ from typing import Any
 import numpy as np
 
 from bots_verl import runlog
-from bots_verl.runlog import TOY_EXACT_METRIC, TOY_GREEDY_METRIC, TOY_POOL_METRIC
+from bots_verl.runlog import (
+    TOY_CANONICAL_PART,
+    TOY_ESTIMATE_PART,
+    TOY_ESTIMATE_SE_PART,
+    TOY_EXACT_METRIC,
+    TOY_GREEDY_METRIC,
+    TOY_NONCANONICAL_PART,
+    TOY_POOL_METRIC,
+    toy_heldout_key,
+    toy_pool_key,
+)
 from bots_verl.toy.likelihood import answer_stats, load_model
 from bots_verl.toy.tasks import Problem
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["checkpoint_steps", "evaluate_checkpoints", "load_actor"]
+__all__ = ["checkpoint_steps", "evaluate_checkpoints", "heldout_metric", "load_actor", "model_family"]
 
 _STEP_DIR = re.compile(r"^global_step_(\d+)$")
 
@@ -77,6 +94,72 @@ def _accuracy(model: Any, problems: Sequence[Problem], pool: Sequence[Problem]) 
     return out
 
 
+def model_family(model_dir: str | Path) -> str:
+    """The task family a toy model was warmed up for (its ``warmup.json``; arithmetic's names none).
+
+    Raises:
+        ValueError: when ``model_dir`` has no readable ``warmup.json`` (not a toy build's model).
+    """
+    path = Path(model_dir) / "warmup.json"
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))["spec"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{path}: no toy warm-up record ({err}); evaluate a model of a toy build") from err
+    return str(spec.get("family", "arith"))
+
+
+def heldout_metric(model_dir: str | Path) -> str:
+    """The run-log key of the held-out accuracy :func:`evaluate_checkpoints` logs for runs from ``model_dir``."""
+    from bots_verl.toy.families import family_of
+
+    family = model_family(model_dir)
+    if family == "arith":
+        return TOY_EXACT_METRIC
+    return toy_heldout_key(family_of(family).data_source, TOY_ESTIMATE_PART)
+
+
+def _logged_keys(family: str) -> tuple[str, ...]:
+    """The keys one evaluation logs: the held-out accuracy first."""
+    from bots_verl.toy.families import family_of
+
+    if family == "arith":
+        return TOY_EXACT_METRIC, TOY_GREEDY_METRIC, TOY_POOL_METRIC
+    source = family_of(family).data_source
+    parts = (TOY_ESTIMATE_PART, TOY_CANONICAL_PART, TOY_NONCANONICAL_PART, TOY_ESTIMATE_SE_PART)
+    return *(toy_heldout_key(source, part) for part in parts), toy_pool_key(source, TOY_CANONICAL_PART)
+
+
+def _sampling_settings(run_dir: Path, model_dir: Path) -> tuple[int, int]:
+    """``(run seed, response budget)`` of a code or logic run: its ``meta.json``'s seed, its build's budget."""
+    meta_seed = runlog.read_meta(run_dir).get("seed")
+    manifest = Path(model_dir).parents[1] / "manifest.json"
+    try:
+        budget = json.loads(manifest.read_text(encoding="utf-8"))["artifacts"]["max_response_length"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(
+            f"{manifest}: the build records no response budget (artifacts.max_response_length): {err}"
+        ) from err
+    if isinstance(meta_seed, bool) or not isinstance(meta_seed, int):
+        raise ValueError(f"{run_dir / runlog.META_FILE}: the run's seed is {meta_seed!r}, not an integer")
+    return meta_seed, int(budget)
+
+
+def _estimated(
+    model: Any, problems: Sequence[Any], pool: Sequence[Any], family: str, budget: int, seed: int, step: int
+) -> dict[str, float]:
+    from bots_verl.toy.families import family_of
+    from bots_verl.toy.heldout import estimate_accuracy
+    from bots_verl.toy.tokenizer import vocab_of
+
+    source = family_of(family).data_source
+    found = estimate_accuracy(model, problems, family, max_tokens=budget, run_seed=seed, step=step)
+    out = found.metrics(source)
+    if pool:
+        pool_p = answer_stats(model, pool, vocab=vocab_of(family))[0]
+        out[toy_pool_key(source, TOY_CANONICAL_PART)] = float(np.mean(pool_p))
+    return out
+
+
 def evaluate_checkpoints(
     run_dir: str | Path,
     ckpt_dir: str | Path,
@@ -88,36 +171,48 @@ def evaluate_checkpoints(
 
     A rerun evaluates only the steps whose lines are missing, so an interrupted benchmark resumes.
 
+    Arithmetic's figures are exact (``_accuracy``); a code or logic model's are estimated by sampling
+    (:mod:`bots_verl.toy.heldout`), seeded by the run's seed and the step, so a resumed evaluation is identical.
+
     Args:
-        run_dir: the run log directory (``bots.run_log.dir``).
+        run_dir: the run log directory (``bots.run_log.dir``; a code or logic run's ``meta.json`` gives the seed).
         ckpt_dir: verl's ``trainer.default_local_dir``.
-        model_dir: the model the run started from.
+        model_dir: the model the run started from (``<build>/models/<name>``; its family and the build's budget).
         problems: the held-out tasks (:data:`~bots_verl.runlog.TOY_EXACT_METRIC`,
-            :data:`~bots_verl.runlog.TOY_GREEDY_METRIC`).
-        pool: the training tasks (:data:`~bots_verl.runlog.TOY_POOL_METRIC`); empty: not evaluated.
+            :data:`~bots_verl.runlog.TOY_GREEDY_METRIC`; code and logic: :func:`heldout_metric` and its parts).
+        pool: the training tasks (:data:`~bots_verl.runlog.TOY_POOL_METRIC`; code and logic: the canonical
+            answers' likelihood, a lower bound); empty: not evaluated.
 
     Returns:
         ``{step: {metric: value}}`` of every evaluated step (old and new), ascending.
+
+    Raises:
+        ValueError: a model without its warm-up record; a code or logic run without its seed or build budget.
     """
     import torch
 
     torch.set_num_threads(1)
     run_dir = Path(run_dir)
+    family = model_family(model_dir)
+    keys = _logged_keys(family)
     done: dict[int, dict[str, float]] = {}
     if runlog.metrics_files(run_dir):
         for step, data in runlog.iter_metrics(run_dir):
-            if TOY_EXACT_METRIC in data:
-                done[step] = {
-                    k: float(data[k]) for k in (TOY_EXACT_METRIC, TOY_GREEDY_METRIC, TOY_POOL_METRIC) if k in data
-                }
+            if keys[0] in data:
+                done[step] = {k: float(data[k]) for k in keys if k in data}
     todo = [s for s in [0, *checkpoint_steps(ckpt_dir)] if s not in done]
+    if todo and family != "arith":
+        seed, budget = _sampling_settings(run_dir, Path(model_dir))
     if todo:
         with (run_dir / runlog.METRICS_FILE).open("a") as out:
             for step in todo:
                 step_dir = Path(ckpt_dir) / f"global_step_{step}"
                 model = load_actor(step_dir, model_dir) if step else load_model(model_dir)
-                done[step] = _accuracy(model, problems, pool)
+                if family == "arith":
+                    done[step] = _accuracy(model, problems, pool)
+                else:
+                    done[step] = _estimated(model, problems, pool, family, budget, seed, step)
                 out.write(json.dumps({"step": step, "data": done[step]}) + "\n")
                 out.flush()
-                logger.info("%s step %d: held-out accuracy %.4f", run_dir.name, step, done[step][TOY_EXACT_METRIC])
+                logger.info("%s step %d: held-out accuracy %.4f", run_dir.name, step, done[step][keys[0]])
     return dict(sorted(done.items()))

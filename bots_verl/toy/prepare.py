@@ -161,7 +161,9 @@ def prepare(
     manifest["references"] = run("references", lambda s: stage_references(out, prof, seed, jobs, s))
     manifest["similarity"] = run("similarity", lambda s: stage_similarity(out, prof, seed, s))
     if calibrate:
-        summary = run("calibration", lambda s: stage_calibration(out, policy_names, s, prof.family))
+        summary = run(
+            "calibration", lambda s: stage_calibration(out, policy_names, s, prof.family, prof.max_tokens, seed)
+        )
         manifest["calibration"] = {"pool": summary["pool"], "heldout": summary["heldout"]}
     manifest["artifacts"] = {
         "train_files": str(out / "train.parquet"),

@@ -143,6 +143,13 @@ def test_a_family_build_has_the_domain_rows_references_and_refuses_another_famil
     policy = json.loads((out / "models" / "policy" / "warmup.json").read_text())
     assert policy["spec"]["family"] == family
     assert "lower bound" in (out / "calibration.md").read_text()
+    # beside each model's canonical lower bound, its sampled held-out estimate (bots_verl.toy.heldout)
+    calibration = json.loads((out / "calibration.json").read_text())
+    assert "| sampled acc |" in (out / "calibration.md").read_text()
+    for name in ("policy", "weak", "strong"):
+        sampled = calibration["heldout_sampled"][name]
+        assert sampled["canonical"] == pytest.approx(calibration["heldout"][name]["accuracy"])
+        assert sampled["estimate"] >= sampled["canonical"] and sampled["samples"] == 4
     # resuming finds every stage done; the same directory as another family's or arithmetic's build is refused
     assert prepare(out, profile="ci", jobs=1, family=family)["stages"] == manifest["stages"]
     other = "logic" if family == "code" else "code"
@@ -194,3 +201,25 @@ def test_a_two_step_fit_is_scored_by_the_real_domain_reward(family_build, ray_at
         assert any(r["status"] in RAN for r in rescored), "no rollout's program reached the sandbox"
     else:
         assert any(r["pred"] is not None for r in rescored), "no rollout's answer reached the ordering checker"
+    _evaluate_fit(family, out, run_dir)
+
+
+def _evaluate_fit(family: str, out: Path, run_dir: Path) -> None:
+    """The fit's checkpoints evaluated as the benchmark does (bots_verl.toy.evaluate): the sampled held-out estimate
+    per step, at least its canonical lower bound, and the same figures again from a resumed evaluation."""
+    from bots_verl import runlog
+    from bots_verl.runlog import TOY_CANONICAL_PART, TOY_ESTIMATE_PART, TOY_ESTIMATE_SE_PART, toy_heldout_key
+    from bots_verl.toy.evaluate import evaluate_checkpoints, heldout_metric
+
+    fam, model = family_of(family), out / "models" / "policy"
+    heldout = [fam.parse_prompt(r["prompt"][0]["content"]) for r in pq.read_table(out / "val.parquet").to_pylist()]
+    logged = evaluate_checkpoints(run_dir / "run", run_dir / "ckpt", model, heldout)
+    key = heldout_metric(model)
+    assert sorted(logged) == [0, 1, 2] and key == toy_heldout_key(fam.data_source, TOY_ESTIMATE_PART)
+    for figures in logged.values():
+        assert figures[key] >= figures[toy_heldout_key(fam.data_source, TOY_CANONICAL_PART)]
+        assert figures[toy_heldout_key(fam.data_source, TOY_ESTIMATE_SE_PART)] >= 0
+    lines = (run_dir / "run" / runlog.METRICS_FILE).read_text().splitlines()
+    # a resumed evaluation: the last step's line lost, evaluated again to the same figures
+    (run_dir / "run" / runlog.METRICS_FILE).write_text("\n".join(lines[:-1]) + "\n")
+    assert evaluate_checkpoints(run_dir / "run", run_dir / "ckpt", model, heldout) == logged
