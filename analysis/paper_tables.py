@@ -174,7 +174,12 @@ class _Scorer:
     """Per-block scoring against the baseline's runs, paired by seed; caches accuracy curves."""
 
     def __init__(
-        self, where: str, baseline: Mapping[int, Run], acc_metric: str | None, level: float, ttb_denominator: str
+        self,
+        where: str,
+        baseline: Mapping[int, Run],
+        acc_metric: str | Mapping[str, str] | None,
+        level: float,
+        ttb_denominator: str,
     ) -> None:
         self.where = where
         self.level = level
@@ -187,7 +192,8 @@ class _Scorer:
     def acc(self, run: Run) -> Curve:
         key = id(run)
         if key not in self._acc:
-            name, series = loader.accuracy_metric(run, self.acc_metric)
+            metric = self.acc_metric.get(run.domain) if isinstance(self.acc_metric, Mapping) else self.acc_metric
+            name, series = loader.accuracy_metric(run, metric)
             self.acc_names.add(name)
             self._acc[key] = Curve(series.index.to_numpy(np.float64), series.to_numpy(np.float64))
         return self._acc[key]
@@ -240,7 +246,7 @@ def _build_table(
     runs: Sequence[Run],
     row_of: Callable[[Run], str | None],
     include_baseline_row: bool,
-    acc_metric: str | None,
+    acc_metric: str | Mapping[str, str] | None,
     level: float,
     ttb_denominator: str,
     row_key: Callable[[str], Any] = row_sort_key,
@@ -304,7 +310,7 @@ def _build_table(
 
 def main_table(
     runs: Sequence[Run],
-    acc_metric: str | None = None,
+    acc_metric: str | Mapping[str, str] | None = None,
     level: float = 0.95,
     ttb_denominator: str = "baseline",
     methods: Sequence[str] | None = None,
@@ -313,8 +319,8 @@ def main_table(
 
     Args:
         runs: loaded runs (any domains and model sizes; one block of rows per model).
-        acc_metric: the accuracy metric; default: each run's ``val-core/*/acc/mean@*`` (see
-            :func:`analysis.loader.accuracy_metric`).
+        acc_metric: the accuracy metric, or one per domain (a domain not in the mapping takes the default); default:
+            each run's ``val-core/*/acc/mean@*`` (see :func:`analysis.loader.accuracy_metric`).
         level: the confidence level of the intervals over seeds.
         ttb_denominator: ``"baseline"`` (Random's own steps; Random = 1.00) or ``"budget"``.
         methods: only these labels (``["paper"]``: the paper's five); Random is always the baseline.

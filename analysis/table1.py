@@ -111,7 +111,11 @@ def beside_paper(table: Table, model: str, digits: int = 2) -> str:
 
 
 def table1_markdown(
-    runs: Sequence[Run], title: str, acc_metric: str | None = None, level: float = 0.95, digits: int = 2
+    runs: Sequence[Run],
+    title: str,
+    acc_metric: str | Mapping[str, str] | None = None,
+    level: float = 0.95,
+    digits: int = 2,
 ) -> str:
     """Table 1 of ``runs`` (every domain must hold the paper's five methods; TTB and BSF at 25/50/100%, the paper's
     domain order), the paper's figures beside it and the sentence per domain, as one markdown document.
@@ -162,7 +166,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="runs that record domain RECORDED count as DOMAIN (the toy's arithmetic runs: toy=math)",
     )
     p.add_argument("--model", help="the model name shown for every run (default: each run's own)")
-    p.add_argument("--metric", help="accuracy metric name (default: the runs' val-core/<source>/acc/mean@<n>)")
+    p.add_argument(
+        "--metric",
+        action="append",
+        default=[],
+        metavar="[DOMAIN=]NAME",
+        help="accuracy metric name, for every domain or (repeated) one domain's (default: the runs' "
+        "val-core/<source>/acc/mean@<n>)",
+    )
     p.add_argument("--title", default="Table 1: domains x methods", help="the document's heading")
     p.add_argument("--level", type=float, default=0.95, help="confidence level of the intervals over seeds")
     p.add_argument("--digits", type=int, default=2)
@@ -183,13 +194,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not sep or not recorded or not domain:
             parser.error(f"--read-as expects RECORDED=DOMAIN, got {item!r}")
         read_as[recorded] = domain
+    metrics: dict[str, str] = {}
+    for item in args.metric:
+        domain, sep, name = item.rpartition("=") if "=" in item else ("", "", item)
+        if (sep and not domain) or not name or domain in metrics:
+            parser.error(f"--metric expects NAME or DOMAIN=NAME, each domain once, got {item!r}")
+        metrics[domain] = name
+    acc_metric: str | dict[str, str] | None = metrics.get("") if list(metrics) in ([], [""]) else metrics
+    if isinstance(acc_metric, dict) and "" in acc_metric:
+        parser.error("--metric: give one NAME for every domain or DOMAIN=NAME per domain, not both")
     try:
         runs = []
         for name, *dirs in args.domain:
             if not dirs:
                 raise LoadError(f"--domain {name}: give its run directories after the name")
             runs += load_domain(name, dirs, read_as, args.model)
-        text = table1_markdown(runs, args.title, args.metric, args.level, args.digits)
+        text = table1_markdown(runs, args.title, acc_metric, args.level, args.digits)
     except (LoadError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

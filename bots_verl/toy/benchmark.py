@@ -133,7 +133,7 @@ def _run_benchmark(
             pool.shutdown(wait=True, cancel_futures=True)
     train_s = time.monotonic() - train_start
     # the profile's runs only: a folder can also hold another profile's runs, of other lengths or arms
-    tables = analyse(root, [run_dir_of(root, s, seed) for s, seed in plan])
+    tables = analyse(root, [run_dir_of(root, s, seed) for s, seed in plan], profile.family)
     summary = {
         "profile": asdict(profile),
         "prepare_s": round(prepare_s, 1),

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from bots_verl.fileio import markdown_table, write_json_atomic
-from bots_verl.runlog import TOY_EXACT_METRIC, TOY_POOL_METRIC
+from bots_verl.runlog import TOY_POOL_METRIC
 from bots_verl.toy.arms import DYNAMIC_SAMPLING, VARIANTS, BenchmarkProfile, check_profile
+from bots_verl.toy.evaluate import family_heldout_metric
 from bots_verl.toy.run_records import (
     check_recorded_settings,
     finished_record,
@@ -30,27 +31,29 @@ __all__ = ["add_paired", "analyse", "run_analysis", "summarize_finished", "summa
 logger = logging.getLogger(__name__)
 
 
-def analyse(root: Path, run_dirs: Sequence[Path] = ()) -> dict[str, str]:
+def analyse(root: Path, run_dirs: Sequence[Path] = (), family: str = "arith") -> dict[str, str]:
     """Run ``analysis.tables`` and ``analysis.figures`` on the runs; returns the rendered tables by name.
 
     Args:
         root: the benchmark directory (tables and figures are written there).
         run_dirs: the runs to analyse; default: every finished run under ``<root>/runs`` (:func:`finished_runs`).
+        family: the runs' task family: its held-out accuracy (:func:`~bots_verl.toy.evaluate.family_heldout_metric`);
+            only arithmetic's training pool has an exact accuracy to tabulate.
     """
     runs = [str(d) for d in run_dirs or finished_runs(root)]
+    heldout = family_heldout_metric(family)
     out: dict[str, str] = {}
-    for name, table, metric in (
-        ("main", "main", TOY_EXACT_METRIC),
-        ("pool", "main", TOY_POOL_METRIC),
-        ("overhead", "overhead", TOY_EXACT_METRIC),
-    ):
+    tables = [("main", "main", heldout), ("overhead", "overhead", heldout)]
+    if family == "arith":
+        tables.insert(1, ("pool", "main", TOY_POOL_METRIC))
+    for name, table, metric in tables:
         path = root / f"table_{name}.md"
         cmd = [sys.executable, "-m", "analysis.tables", "--runs", *runs, "--metric", metric, "--table", table]
         run_analysis([*cmd, "--out", str(path)], f"the {name} table")
         out[name] = path.read_text()
     figures = root / "figures"
     run_analysis(
-        [sys.executable, "-m", "analysis.figures", "--runs", *runs, "--metric", TOY_EXACT_METRIC, "--out", str(figures)]
+        [sys.executable, "-m", "analysis.figures", "--runs", *runs, "--metric", heldout, "--out", str(figures)]
         + ["--figures", "accuracy", "etr"],
         "the figures",
     )
@@ -160,7 +163,7 @@ def summarize_finished(profile: BenchmarkProfile, root: Path) -> dict[str, Any]:
             records.append(record)
     if not finished:
         raise RuntimeError(f"no finished run of the {profile.name} profile in {root / 'runs'}")
-    tables = analyse(root, finished)
+    tables = analyse(root, finished, profile.family)
     summary = {
         "profile": asdict(profile),
         "finished_runs": len(records),
@@ -198,25 +201,36 @@ def summary_markdown(summary: dict[str, Any], tables: dict[str, str], manifest: 
     # keep the model table and the correlations of the calibration, not the per-cell table
     calibration = re.split(r"\n\| cell \|", calibration)[0].strip()
     selectors = prof["selectors"]
+    family = prof.get("family", "arith")
+    # arithmetic's accuracy is exact; the other families' is the sampled estimate (bots_verl/toy/families.md)
+    how = "exact" if family == "arith" else "canonical likelihood + 4 samples per prompt"
+    pool = (
+        [
+            "## Training-pool accuracy (`" + TOY_POOL_METRIC + "`)\n\n" + tables["pool"].strip(),
+            "Training-pool accuracy by step:\n\n" + _curves(summary["runs"], selectors, "pool_accuracy"),
+        ]
+        if "pool" in tables
+        else []
+    )
     return (
         "\n\n".join(
             [
                 f"# Toy benchmark ({prof['name']}): BOTS and baselines with real GRPO in verl on CPU",
-                f"Build `{prof['data_profile']}_s{prof.get('build_seed', 0)}`. "
-                f"{len(prof['selectors'])} selectors x {len(prof['seeds'])} seeds, {prof['steps']} GRPO steps of "
-                f"{prof['prompts']} tasks x {prof['n']} rollouts, lr {prof['lr']}, held-out accuracy (exact, "
+                f"Build `{prof['data_profile']}_s{prof.get('build_seed', 0)}`"
+                + ("" if family == "arith" else f" of the {family} family")
+                + f". {len(prof['selectors'])} selectors x {len(prof['seeds'])} seeds, {prof['steps']} GRPO steps of "
+                f"{prof['prompts']} tasks x {prof['n']} rollouts, lr {prof['lr']}, held-out accuracy ({how}, "
                 f"temperature 1, {manifest['data']['heldout_tasks']} prompts) every "
                 f"{prof['eval_every']} steps. " + wall_clock(summary),
                 "## Starting point (calibration)\n\n" + calibration,
                 "## Main table (`python -m analysis.tables --metric "
-                + TOY_EXACT_METRIC
+                + family_heldout_metric(family)
                 + "`)\n\n"
                 + tables["main"].strip(),
                 "## Held-out accuracy by step (mean [95% interval] over seeds)\n\n"
                 + _curves(summary["runs"], selectors),
                 "## Held-out accuracy by seed, step 0 → last step\n\n" + _gains_by_seed(summary["runs"], selectors),
-                "## Training-pool accuracy (`" + TOY_POOL_METRIC + "`)\n\n" + tables["pool"].strip(),
-                "Training-pool accuracy by step:\n\n" + _curves(summary["runs"], selectors, "pool_accuracy"),
+                *pool,
                 *([tables["paired"].strip()] if "paired" in tables else []),
                 "## Selection overhead\n\n" + tables["overhead"].strip(),
                 "Figures: `figures/toy_accuracy.png`, `figures/toy_etr.png`"

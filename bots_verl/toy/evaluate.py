@@ -108,14 +108,19 @@ def model_family(model_dir: str | Path) -> str:
     return str(spec.get("family", "arith"))
 
 
-def heldout_metric(model_dir: str | Path) -> str:
-    """The run-log key of the held-out accuracy :func:`evaluate_checkpoints` logs for runs from ``model_dir``."""
+def family_heldout_metric(family: str) -> str:
+    """The run-log key of the held-out accuracy :func:`evaluate_checkpoints` logs for runs of task family ``family``:
+    arithmetic's exact accuracy, the other families' estimate."""
     from bots_verl.toy.families import family_of
 
-    family = model_family(model_dir)
     if family == "arith":
         return TOY_EXACT_METRIC
     return toy_heldout_key(family_of(family).data_source, TOY_ESTIMATE_PART)
+
+
+def heldout_metric(model_dir: str | Path) -> str:
+    """The run-log key of the held-out accuracy :func:`evaluate_checkpoints` logs for runs from ``model_dir``."""
+    return family_heldout_metric(model_family(model_dir))
 
 
 def _logged_keys(family: str) -> tuple[str, ...]:

@@ -25,9 +25,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bots_verl.runlog import TOY_EXACT_METRIC
 from bots_verl.toy.arms import FAMILY_DOMAINS, RUN_LOG_DOMAINS, BenchmarkProfile, check_profile, profile_of
 from bots_verl.toy.benchmark_summary import run_analysis
+from bots_verl.toy.evaluate import family_heldout_metric
 from bots_verl.toy.families import FAMILIES
 from bots_verl.toy.run_records import check_recorded_settings, finished_record, planned_runs, read_build, run_dir_of
 
@@ -64,8 +64,9 @@ def render(out: Path, families: list[str]) -> Path:
     Raises:
         RuntimeError: the analysis failed (its own ``error:`` line in the message).
     """
-    cmd = [sys.executable, "-m", "analysis.table1", "--model", TOY_MODEL, "--metric", TOY_EXACT_METRIC]
+    cmd = [sys.executable, "-m", "analysis.table1", "--model", TOY_MODEL]
     for family in families:
+        cmd += ["--metric", f"{FAMILY_DOMAINS[family]}={family_heldout_metric(family)}"]
         profile = profile_of("table1", family)
         runs = [str(run_dir_of(out / family, a, s) / "run") for a, s in planned_runs(profile)]
         cmd += ["--domain", FAMILY_DOMAINS[family], *runs]

@@ -22,9 +22,9 @@ from typing import Any
 
 from bots_verl import runlog
 from bots_verl.fileio import write_json_atomic
-from bots_verl.runlog import TOY_EXACT_METRIC, TOY_POOL_METRIC
+from bots_verl.runlog import TOY_POOL_METRIC
 from bots_verl.toy.arms import BenchmarkProfile, training_overrides
-from bots_verl.toy.evaluate import checkpoint_steps, evaluate_checkpoints
+from bots_verl.toy.evaluate import checkpoint_steps, evaluate_checkpoints, heldout_metric
 from bots_verl.toy.run_records import finished_record, median, read_done, run_dir_of, write_command
 from bots_verl.verl_cpu.cluster import SharedRayCluster
 from bots_verl.verl_cpu.smoke import ENV as TRAINING_ENV
@@ -131,6 +131,7 @@ def train_one(
         raise RuntimeError(f"{run_dir.name}: no checkpoint of step {steps_wanted} (found {steps})")
     model = manifest["artifacts"]["policy_models"][str(seed % len(manifest["artifacts"]["policy_models"]))]
     accuracy = evaluate_checkpoints(run_dir / "run", run_dir / "ckpt", model, *tasks)
+    metric = heldout_metric(model)
     step_times = [
         float(d[runlog.STEP_TIME_METRIC])
         for s, d in runlog.iter_metrics(run_dir / "run")
@@ -143,7 +144,7 @@ def train_one(
         "resumed_from": resumed_from,
         "process_wall_s": round(train_s, 1),
         "median_step_s": round(median(step_times), 3),
-        "accuracy": {str(k): v[TOY_EXACT_METRIC] for k, v in accuracy.items()},
+        "accuracy": {str(k): v[metric] for k, v in accuracy.items()},
         "pool_accuracy": {str(k): v[TOY_POOL_METRIC] for k, v in accuracy.items() if TOY_POOL_METRIC in v},
     }
     # the final checkpoint stays (a longer rerun resumes from it); the others were only needed for evaluation
@@ -156,8 +157,8 @@ def train_one(
         run_dir.name,
         train_s,
         record["median_step_s"],
-        accuracy[0][TOY_EXACT_METRIC],
-        accuracy[steps_wanted][TOY_EXACT_METRIC],
+        accuracy[0][metric],
+        accuracy[steps_wanted][metric],
     )
     return record
 

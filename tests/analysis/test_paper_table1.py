@@ -79,3 +79,25 @@ def test_a_run_of_another_domain_and_a_missing_method_are_refused(three_domains:
             for r in table1.load_domain(d, [three_domains / d], {"toy": "math"}, "toy")
         ]
         table1.table1_markdown(runs, "t", ACC)
+
+
+def test_each_domain_reads_its_own_accuracy_metric(tmp_path: Path) -> None:
+    """The toy families log their held-out accuracy under different keys (arithmetic's exact, the others' estimate):
+    ``--metric DOMAIN=NAME`` reads each domain's own; one plain name for every domain, or both forms, is refused."""
+    keys = {"math": "val-core/toy__arith/acc/exact", "code": "val-core/codegen__toy/acc/estimate"}
+    for domain, key in keys.items():
+        for label in PAPER_LABELS:
+            for seed in SEEDS:
+                curve = BOTS[domain] if label == "bots" else RANDOM
+                write_run(tmp_path / domain, label, seed, curve, domain=domain, acc_metric=key)
+    domains = [a for d in keys for a in ("--domain", d, str(tmp_path / d))]
+    out = tmp_path / "t.md"
+    per_domain = [a for d, k in keys.items() for a in ("--metric", f"{d}={k}")]
+    assert table1.main([*domains, *per_domain, "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "- **math**: BOTS vs Random there: TTB(100%) 0.50 [0.50, 0.50] (beats" in text
+    assert "- **code**: BOTS vs Random there: TTB(100%) 1.00 [1.00, 1.00] (does not beat" in text
+    # one name for both: the code runs do not log arithmetic's key
+    assert table1.main([*domains, "--metric", keys["math"], "--out", str(out)]) == 2
+    with pytest.raises(SystemExit):
+        table1.main([*domains, *per_domain, "--metric", keys["math"]])

@@ -140,9 +140,12 @@ def test_no_train_refuses_naming_the_missing_runs(archived: Path, capsys, no_tra
     assert not (archived.parent / "table1.md").exists()
 
 
-def test_a_family_without_its_build_is_refused_before_any_family_trains(tmp_path: Path, capsys, no_training) -> None:
-    """Code and logic have no full build until calibrated: asked together with arith, nothing starts (not even
-    arith's prepare), and the message names the family and its builds."""
+def test_a_family_without_its_build_is_refused_before_any_family_trains(
+    tmp_path: Path, capsys, no_training, monkeypatch
+) -> None:
+    """A family whose table1 profile names a build it does not have (code has no ``quick`` build): asked together
+    with arith, nothing starts (not even arith's prepare), and the message names the family and its builds."""
+    monkeypatch.setitem(TABLE1_PROFILES, "code", dataclasses.replace(TABLE1_PROFILES["code"], data_profile="quick"))
     assert table1.main(["--out", str(tmp_path), "--families", "arith", "code"]) == 1
-    assert "--family code of --profile table1: the code family has no 'full' build profile" in capsys.readouterr().err
+    assert "--family code of --profile table1: the code family has no 'quick' build profile" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
