@@ -211,19 +211,20 @@ TABLE1_SELECTORS = tuple(m.label for m in PAPER_METHODS)
 # arith: exactly the full profile's settings (its build, steps, learning and evaluation), so the archived random,
 # offline_easy2hard and bots runs of recipes/toy/results are reused as they are; one run at a time
 _TABLE1_ARITH = dataclasses.replace(PROFILES["full"], name="table1", selectors=TABLE1_SELECTORS, jobs=1)
-# ---------------------------------------------------------------------------------------------------------------------
-# PLACEHOLDERS, to be set after calibration (issue 60): the code and logic families' table1 steps and learning
-# settings (here arith's learning settings at 60 steps) and their build profile ("full", which build_profiles.py does
-# not define for them yet: prepare refuses it by name until it does).
-TABLE1_UNCALIBRATED: dict[str, dict[str, Any]] = {
-    "code": {"data_profile": "full", "steps": 60, **_LEARNING},
-    "logic": {"data_profile": "full", "steps": 60, **_LEARNING},
+# The code and logic families' table1 settings: their full builds, arithmetic's learning settings, and 90 steps as
+# arithmetic's. Logic's calibration run (Random, seed 0, build logic_full_s0) gained +0.051 held-out in 60 steps
+# (0.041 -> 0.091, recipes/toy/results/families.md), the issue's floor of 0.05 with no margin: 90 steps give it one.
+# Code's steps are arithmetic's until its calibration run (families.md says where it stands).
+TABLE1_FAMILIES: dict[str, dict[str, Any]] = {
+    # the shipped code build is seed 1's (recipes/toy/artifacts/code_full_s1): code's warm-ups stop early, where a
+    # seed's policy is graded by level (families.md), and seed 1's was calibrated
+    "code": {"data_profile": "full", "steps": HEADLINE_STEPS, "build_seed": 1, **_LEARNING},
+    "logic": {"data_profile": "full", "steps": HEADLINE_STEPS, **_LEARNING},
 }
-# ---------------------------------------------------------------------------------------------------------------------
 #: ``--profile table1``'s settings of each family (:func:`profile_of`)
 TABLE1_PROFILES: dict[str, BenchmarkProfile] = {
     "arith": _TABLE1_ARITH,
-    **{f: dataclasses.replace(_TABLE1_ARITH, family=f, **kw) for f, kw in TABLE1_UNCALIBRATED.items()},
+    **{f: dataclasses.replace(_TABLE1_ARITH, family=f, **kw) for f, kw in TABLE1_FAMILIES.items()},
 }
 PROFILES["table1"] = _TABLE1_ARITH
 

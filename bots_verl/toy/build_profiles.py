@@ -243,7 +243,7 @@ FAMILY_PROFILES: dict[str, dict[str, BuildProfile]] = {
     "code": {
         # c1p0 has 42 distinct one-operation tasks: the pool takes 40 of them
         "full": _full_profile(
-            "code", _CODE_MODEL, {1: 40, 2: 80, 3: 64, 4: 48}, ("c2p0", "c2p1", "c3p0", "c3p1"), (100, 110, 160), 40
+            "code", _CODE_MODEL, {1: 40, 2: 80, 3: 64, 4: 48}, ("c2p0", "c2p1", "c3p0", "c3p1"), (160, 110, 160), 40
         ),
         "ci": _ci_profile("code", _CODE_CI_MODEL, ("c2p0", "c2p1", "c3p0", "c3p1"), max_tokens=40),
     },

@@ -174,17 +174,23 @@ def test_a_rewarmed_policy_is_calibrated_again(built, tmp_path) -> None:
     )
 
 
-@pytest.mark.parametrize(("seed", "policy_accuracy"), [(0, 0.1211), (2, 0.0608)])
-def test_a_fresh_full_build_starts_from_the_shipped_artifacts_and_trains_nothing(seed, policy_accuracy, tmp_path):
-    """The committed builds (recipes/toy/artifacts/full_s0 and full_s2) are what every machine trains from: a fresh
-    prepare copies one and finds every stage done (no warm-up, no reference collection), the models bit for bit."""
+@pytest.mark.parametrize(
+    ("family", "seed", "policy_accuracy"),
+    [("arith", 0, 0.1211), ("arith", 2, 0.0608), ("logic", 0, 0.0407), ("code", 1, 0.0546)],
+)
+def test_a_fresh_full_build_starts_from_the_shipped_artifacts_and_trains_nothing(
+    family, seed, policy_accuracy, tmp_path
+):
+    """The committed builds (recipes/toy/artifacts/full_s0, full_s2, logic_full_s0, code_full_s1) are what every machine trains
+    from: a fresh prepare copies one and finds every stage done (no warm-up, no reference collection), the models bit
+    for bit."""
     import hashlib
 
     from bots_verl.toy.prepare import prepare, shipped_artifacts
 
-    shipped = shipped_artifacts("full", seed)
+    shipped = shipped_artifacts("full", seed, family)
     assert shipped is not None
-    manifest = prepare(tmp_path / "data", seed=seed, profile="full", jobs=1)
+    manifest = prepare(tmp_path / "data", seed=seed, profile="full", jobs=1, family=family)
     policy = Path(manifest["artifacts"]["policy_models"]["0"])
     assert policy == tmp_path / "data" / "models" / "policy"
 
