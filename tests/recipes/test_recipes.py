@@ -253,7 +253,10 @@ def test_dry_run_end_to_end(tmp_path: Path, data_dir: Path) -> None:
     proc = dry_run("run_logic_qwen2.5_1.5b_bots_dots.sh", "trainer.total_training_steps=3")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     assert "BOTS dry run: config OK" in proc.stdout
-    assert "total_training_steps=3" in proc.stdout and "'selection': 'greedy'" in proc.stdout
+    hparams = next(line for line in proc.stdout.splitlines() if line.startswith("  hparams: "))
+    # the recipe sets BOTS-DOTS' rule on the command line: the summary says so, with the value
+    overridden = hparams.removeprefix("  hparams: ").split("; ")[0].split()
+    assert "total_training_steps=3" in proc.stdout and overridden[0] == "override" and "selection=greedy" in overridden
     assert not any(tmp_path.iterdir()), "a dry run must not create run directories (nor hydra's outputs/)"
 
     refused = dry_run("run_math_qwen2.5_1.5b_bots.sh", "bots.selector=implicit_only")

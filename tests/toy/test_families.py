@@ -101,10 +101,10 @@ def test_the_family_tokenizer_extends_arithmetic_and_renders_like_encode(family:
 def test_unknown_families_and_profiles_are_refused_by_name(tmp_path, capsys) -> None:
     with pytest.raises(PrepareError, match="unknown toy task family 'poetry'"):
         build_profile("poetry", "ci")
-    with pytest.raises(PrepareError, match="the code family has no 'full' build profile"):
-        build_profile("code", "full")
-    assert main(["--out", str(tmp_path / "x"), "--profile", "full", "--family", "logic", "--dry-run"]) == 2
-    assert "the logic family has no 'full' build profile" in capsys.readouterr().err
+    with pytest.raises(PrepareError, match=r"the code family has no 'quick' build profile \(it has \['ci', 'full'\]\)"):
+        build_profile("code", "quick")
+    assert main(["--out", str(tmp_path / "x"), "--profile", "quick", "--family", "logic", "--dry-run"]) == 2
+    assert "the logic family has no 'quick' build profile" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
     assert main(["--out", str(tmp_path / "y"), "--profile", "ci", "--family", "code", "--dry-run"]) == 0
     assert "family code, profile ci" in capsys.readouterr().out
