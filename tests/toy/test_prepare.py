@@ -181,9 +181,9 @@ def test_a_rewarmed_policy_is_calibrated_again(built, tmp_path) -> None:
 def test_a_fresh_full_build_starts_from_the_shipped_artifacts_and_trains_nothing(
     family, seed, policy_accuracy, tmp_path
 ):
-    """The committed builds (recipes/toy/artifacts/full_s0, full_s2, logic_full_s0, code_full_s1) are what every machine trains
-    from: a fresh prepare copies one and finds every stage done (no warm-up, no reference collection), the models bit
-    for bit."""
+    """The committed builds (recipes/toy/artifacts/full_s0, full_s2, logic_full_s0, code_full_s1) are what every
+    machine trains from: a fresh prepare copies one and finds every stage done (no warm-up, no reference collection),
+    the models bit for bit."""
     import hashlib
 
     from bots_verl.toy.prepare import prepare, shipped_artifacts
