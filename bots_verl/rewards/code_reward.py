@@ -166,6 +166,8 @@ def compute_score(
         return result(0, "no_code")
     prefix = (extra_info or {}).get("prefix") if isinstance(extra_info, dict) else None
     prefix = prefix if isinstance(prefix, str) else ""
+    if isolation is not None:
+        check_isolation(isolation)  # a kept verdict never hides a sandbox that stopped working here (cached check)
     key = _verdict_key(code, ground_truth, prefix, (timeout_s, memory_limit_mb, sandbox_fusion_url, isolation))
     with _verdicts_lock:
         kept = _verdicts.get(key)
