@@ -194,15 +194,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not sep or not recorded or not domain:
             parser.error(f"--read-as expects RECORDED=DOMAIN, got {item!r}")
         read_as[recorded] = domain
-    metrics: dict[str, str] = {}
+    metrics: dict[str, str] = {}  # "" -> the one NAME for every domain
     for item in args.metric:
-        domain, sep, name = item.rpartition("=") if "=" in item else ("", "", item)
+        domain, sep, name = item.rpartition("=")
         if (sep and not domain) or not name or domain in metrics:
             parser.error(f"--metric expects NAME or DOMAIN=NAME, each domain once, got {item!r}")
         metrics[domain] = name
-    acc_metric: str | dict[str, str] | None = metrics.get("") if list(metrics) in ([], [""]) else metrics
-    if isinstance(acc_metric, dict) and "" in acc_metric:
+    if "" in metrics and len(metrics) > 1:
         parser.error("--metric: give one NAME for every domain or DOMAIN=NAME per domain, not both")
+    acc_metric = metrics if "" not in metrics and metrics else metrics.get("")
     try:
         runs = []
         for name, *dirs in args.domain:
