@@ -3,7 +3,7 @@
 Usage::
 
     python -m bots_verl.toy.prepare --profile ci --family code --out /tmp/toy_code_ci
-    python -m bots_verl.speed.toy_heldout_cost --build /tmp/toy_code_ci [--prompts 600] [--rounds 2] [--seed 0]
+    python -m bots_verl.speed.toy_heldout_cost --build /tmp/toy_code_ci [--prompts 600] [--rounds 2] [--seeds 0 ...]
         [--max-tokens N]
 
 The benchmark evaluates every ``eval_every`` = 3 steps on 600 held-out prompts. A build whose held-out set is smaller
@@ -14,8 +14,10 @@ scoring threads are verl's 8. Printed per round (round r evaluates as checkpoint
 seconds of the canonical likelihood, the 4 x prompts samples (one ``generate_batch``), decoding and scoring the
 distinct non-canonical responses (code: in the sandbox), and the total; CPU seconds of the process and every sandbox
 (a cgroup; root only). Then the estimate, its parts and its standard error, beside the SE the design's formula gives
-at the measured non-canonical share q, sqrt(q (1 - q) / (prompts x 4)), and plain sampling's at the estimate.
-Figures: ``recipes/results/speed/toy_heldout_cost.md``.
+at the measured non-canonical share q, sqrt(q (1 - q) / (prompts x 4)), and plain sampling's at the estimate. With
+several evaluations (``--seeds`` x ``--rounds``: other samples of one model), their spread beside the reported SEs: the
+check that the SE describes the sampling noise. Figures: ``recipes/results/speed/toy_heldout_cost.md``,
+``recipes/toy/results/families.md`` (the spread).
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--build", type=Path, required=True, help="a code or logic build (toy.prepare)")
     parser.add_argument("--prompts", type=int, default=600, help="held-out prompts (the benchmark's 600)")
     parser.add_argument("--rounds", type=int, default=2, help="evaluations, as of checkpoint steps 1..rounds")
-    parser.add_argument("--seed", type=int, default=0, help="the run seed the samples are drawn for")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="the run seeds the samples are drawn for")
     parser.add_argument(
         "--max-tokens", type=int, help="response budget (default: the build's; a build in progress records none yet)"
     )
@@ -84,23 +86,34 @@ def main(argv: list[str] | None = None) -> None:
     if budget is None:
         manifest = json.loads((args.build / "manifest.json").read_text(encoding="utf-8"))
         budget = manifest["artifacts"]["max_response_length"]
-    problems = heldout_problems(args.build, args.prompts, args.seed)
+    problems = heldout_problems(args.build, args.prompts, args.seeds[0])
     model = load_model(model_dir)
     print(f"toy held-out evaluation: {family} build {args.build}, {len(problems)} prompts x 4 samples, budget {budget}")
-    for step in range(1, args.rounds + 1):
+    estimates, ses = [], []
+    for seed, step in [(seed, step) for seed in args.seeds for step in range(1, args.rounds + 1)]:
         cpu0, wall0 = meter.seconds(), time.perf_counter()
-        found = estimate_accuracy(model, problems, family, max_tokens=budget, run_seed=args.seed, step=step)
+        found = estimate_accuracy(model, problems, family, max_tokens=budget, run_seed=seed, step=step)
+        estimates.append(found.estimate)
+        ses.append(found.se)
         wall = time.perf_counter() - wall0
         cpu1 = meter.seconds()
         cpu = f"{cpu1 - cpu0:.1f} s CPU" if cpu0 is not None and cpu1 is not None else "CPU n/a (needs root)"
         parts = ", ".join(f"{name} {s:.2f} s" for name, s in found.seconds.items())
         q, n = found.noncanonical, found.prompts * found.samples
         print(
-            f"  step {step}: {wall:.2f} s wall ({parts}), {cpu}; {found.scored} distinct non-canonical responses "
-            f"scored ({found.programs} programs run in the sandbox); estimate {found.estimate:.4f} = canonical "
-            f"{found.canonical:.4f} + non-canonical {q:.4f}, "
+            f"  seed {seed} step {step}: {wall:.2f} s wall ({parts}), {cpu}; {found.scored} distinct non-canonical "
+            f"responses scored ({found.programs} programs run in the sandbox); estimate {found.estimate:.4f} = "
+            f"canonical {found.canonical:.4f} + non-canonical {q:.4f}, "
             f"SE {found.se:.4f} (formula at q: {math.sqrt(q * (1 - q) / n):.4f}; plain sampling at the estimate: "
             f"{math.sqrt(found.estimate * (1 - found.estimate) / n):.4f})"
+        )
+    if len(estimates) > 1:
+        # over evaluations of one model, the estimates' variance is the sampling's: the reported SEs should match it
+        var, se2 = float(np.var(estimates, ddof=1)), float(np.mean(np.square(ses)))
+        print(
+            f"  spread over {len(estimates)} evaluations: mean {np.mean(estimates):.4f}, SD {math.sqrt(var):.4f}, "
+            f"mean reported SE {math.sqrt(se2):.4f}; variance ratio {var / se2:.2f} "
+            f"(chi-square {(len(estimates) - 1) * var / se2:.1f} on {len(estimates) - 1} df)"
         )
 
 
