@@ -14,7 +14,7 @@ scoring threads are verl's 8. Printed per round (round r evaluates as checkpoint
 seconds of the canonical likelihood, the 4 x prompts samples (one ``generate_batch``), decoding and scoring the
 distinct non-canonical responses (code: in the sandbox), and the total; CPU seconds of the process and every sandbox
 (a cgroup; root only). Then the estimate, its parts and its standard error, beside the SE the design's formula gives
-at the measured non-canonical share q, sqrt(q (1 - q) / (prompts x 4)), and plain sampling's at the estimate. With
+at the measured non-canonical share q, sqrt(q (1 - q) / (prompts x k)), and plain sampling's at the estimate. With
 several evaluations (``--seeds`` x ``--rounds``: other samples of one model), their spread beside the reported SEs: the
 check that the SE describes the sampling noise. Figures: ``recipes/results/speed/toy_heldout_cost.md``,
 ``recipes/toy/results/families.md`` (the spread).
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from bots_verl.toy.evaluate import model_family
-    from bots_verl.toy.heldout import estimate_accuracy
+    from bots_verl.toy.heldout import SAMPLES, estimate_accuracy
     from bots_verl.toy.likelihood import load_model
 
     torch.set_num_threads(1)
@@ -88,7 +88,10 @@ def main(argv: list[str] | None = None) -> None:
         budget = manifest["artifacts"]["max_response_length"]
     problems = heldout_problems(args.build, args.prompts, args.seeds[0])
     model = load_model(model_dir)
-    print(f"toy held-out evaluation: {family} build {args.build}, {len(problems)} prompts x 4 samples, budget {budget}")
+    k = SAMPLES[family]
+    print(
+        f"toy held-out evaluation: {family} build {args.build}, {len(problems)} prompts x {k} samples, budget {budget}"
+    )
     estimates, ses = [], []
     for seed, step in [(seed, step) for seed in args.seeds for step in range(1, args.rounds + 1)]:
         cpu0, wall0 = meter.seconds(), time.perf_counter()
@@ -107,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
             f"SE {found.se:.4f} (formula at q: {math.sqrt(q * (1 - q) / n):.4f}; plain sampling at the estimate: "
             f"{math.sqrt(found.estimate * (1 - found.estimate) / n):.4f})"
         )
-    if len(estimates) > 1:
+    if len(estimates) > 1 and max(ses) > 0:  # every SE 0: nothing passed off the canonical answer, nothing varies
         # over evaluations of one model, the estimates' variance is the sampling's: the reported SEs should match it
         var, se2 = float(np.var(estimates, ddof=1)), float(np.mean(np.square(ses)))
         print(

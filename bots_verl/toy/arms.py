@@ -215,12 +215,12 @@ _TABLE1_ARITH = dataclasses.replace(PROFILES["full"], name="table1", selectors=T
 # arithmetic's. Their calibration runs (Random, seed 0; recipes/toy/results/families.md) gained +0.051 (logic) and
 # +0.044 (code) held-out by step 60, at or under the issue's floor of 0.05; code gained +0.088 by step 90.
 TABLE1_FAMILIES: dict[str, dict[str, Any]] = {
-    # the shipped code build is seed 1's (recipes/toy/artifacts/code_full_s1): code's warm-ups stop early, where a
-    # seed's policy is graded by level (families.md), and seed 1's was calibrated. Evaluated every 6 steps, not 3: a
-    # code evaluation sandboxes ~1,000 distinct programs (~22 s on 2 cores), so every 3 steps it would take as long
-    # as the training (recipes/results/speed/toy_heldout_cost.md)
+    # the shipped code build is seed 1's (recipes/toy/artifacts/code_full_s1), the one its warm-ups' targets were read
+    # from. Both evaluated every 6 steps, not arithmetic's 3: a sampled evaluation generates 2,400 responses (~11-17
+    # CPU s) and code sandboxes ~1,000 distinct programs on top (~31 CPU s in all), so every 3 steps evaluating would
+    # take about as long as training (recipes/toy/results/families.md, "The estimate's noise")
     "code": {"data_profile": "full", "steps": HEADLINE_STEPS, "build_seed": 1, "eval_every": 6, **_LEARNING},
-    "logic": {"data_profile": "full", "steps": HEADLINE_STEPS, **_LEARNING},
+    "logic": {"data_profile": "full", "steps": HEADLINE_STEPS, "eval_every": 6, **_LEARNING},
 }
 #: ``--profile table1``'s settings of each family (:func:`profile_of`)
 TABLE1_PROFILES: dict[str, BenchmarkProfile] = {

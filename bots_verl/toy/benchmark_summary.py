@@ -16,6 +16,7 @@ from bots_verl.fileio import markdown_table, write_json_atomic
 from bots_verl.runlog import TOY_POOL_METRIC
 from bots_verl.toy.arms import DYNAMIC_SAMPLING, VARIANTS, BenchmarkProfile, check_profile
 from bots_verl.toy.evaluate import family_heldout_metric
+from bots_verl.toy.heldout import SAMPLES
 from bots_verl.toy.run_records import (
     check_recorded_settings,
     finished_record,
@@ -203,7 +204,7 @@ def summary_markdown(summary: dict[str, Any], tables: dict[str, str], manifest: 
     selectors = prof["selectors"]
     family = prof.get("family", "arith")
     # arithmetic's accuracy is exact; the other families' is the sampled estimate (bots_verl/toy/families.md)
-    how = "exact" if family == "arith" else "canonical likelihood + 4 samples per prompt"
+    how = "exact" if family == "arith" else f"canonical likelihood + {SAMPLES[family]} samples per prompt"
     pool = (
         [
             "## Training-pool accuracy (`" + TOY_POOL_METRIC + "`)\n\n" + tables["pool"].strip(),

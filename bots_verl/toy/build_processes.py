@@ -23,12 +23,12 @@ __all__ = ["param_proxy", "reference_eval", "run_processes", "warmup_job"]
 logger = logging.getLogger(__name__)
 
 
-def warmup_job(spec: WarmupSpec, out_dir: str, exclude: list[str]) -> None:
+def warmup_job(spec: WarmupSpec, out_dir: str, exclude: list[str], probe: list[str]) -> None:
     """Run one warm-up in a worker process (module level so that it pickles); the result lands in its directory."""
     from bots_verl.toy.warmup import train_warmup
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    train_warmup(spec, out_dir, exclude=exclude, log_every=100)
+    train_warmup(spec, out_dir, exclude=exclude, log_every=100, probe=probe)
 
 
 def run_processes(names: list[str], jobs: int, args_of: Callable[[str], tuple]) -> Iterator[str]:

@@ -133,9 +133,10 @@ def _prompts(path: Path) -> list[str]:
 
 def stage_warmups(out: Path, jobs_wanted: Mapping[str, WarmupSpec], jobs: int, stage: StageTimer) -> dict[str, Any]:
     """Stage 2: the warmed-up models under ``models/``, ``jobs`` at a time (a finished one is kept)."""
-    from bots_verl.toy.warmup import is_done, read_result
+    from bots_verl.toy.warmup import WarmupTargetError, is_done, read_result
 
-    exclude = _prompts(out / "val.parquet") + _prompts(out / "pool.parquet")
+    pool = _prompts(out / "pool.parquet")  # the probe of a warm-up that stops at a pass rate (WarmupSpec.stop_at)
+    exclude = _prompts(out / "val.parquet") + pool
     results: dict[str, Any] = {}
     todo = {}
     for name, spec in jobs_wanted.items():
@@ -153,12 +154,15 @@ def stage_warmups(out: Path, jobs_wanted: Mapping[str, WarmupSpec], jobs: int, s
         from bots_verl.toy.warmup import train_warmup
 
         for name, spec in todo.items():
-            results[name] = train_warmup(spec, out / "models" / name, exclude=exclude, log_every=100)
+            try:
+                results[name] = train_warmup(spec, out / "models" / name, exclude=exclude, log_every=100, probe=pool)
+            except WarmupTargetError as err:
+                raise PrepareError(str(err)) from err
     elif todo:
         # Longest first (a cost proxy: steps x batch x parameters), so the slowest warm-up never starts last.
         order = sorted(todo, key=lambda n: -todo[n].steps * todo[n].batch_size * param_proxy(todo[n].model))
         logger.info("warm-ups to train: %s (%d at a time)", order, jobs)
-        for name in run_processes(order, jobs, lambda n: (todo[n], str(out / "models" / n), exclude)):
+        for name in run_processes(order, jobs, lambda n: (todo[n], str(out / "models" / n), exclude, pool)):
             results[name] = read_result(out / "models" / name)
             logger.info(
                 "warm-up %s done: %.0f s wall, %.0f s CPU", name, results[name]["wall_s"], results[name]["cpu_s"]

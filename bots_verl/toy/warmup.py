@@ -19,10 +19,12 @@ import math
 import os
 import random
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
+
+import numpy as np
 
 from bots_verl.fileio import publishing
 from bots_verl.toy.families import family_of
@@ -33,9 +35,13 @@ from bots_verl.toy.tokenizer import build_tokenizer, vocab_of
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["WarmupSpec", "is_done", "read_result", "train_warmup"]
+__all__ = ["WarmupSpec", "WarmupTargetError", "is_done", "read_result", "train_warmup"]
 
 RESULT_FILE = "warmup.json"
+
+
+class WarmupTargetError(RuntimeError):
+    """A warm-up with ``stop_at`` did not reach it within ``max_steps``."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +51,8 @@ class WarmupSpec:
     Attributes:
         model: the architecture.
         mixture: cell name (``add2x3``) -> relative weight of the warm-up data.
-        steps: optimiser steps.
+        steps: optimiser steps; with ``stop_at``, the length of the learning-rate schedule (the warm-up stops where
+            its target is reached, before or after it; after it the rate stays at its floor).
         batch_size: problems per step.
         lr: peak learning rate.
         warmup_steps: linear warm-up steps before the cosine decay (to 10% of ``lr``).
@@ -61,6 +68,12 @@ class WarmupSpec:
             way (:class:`~bots_verl.toy.families.TaskFamily`).
         family: the task family (:mod:`bots_verl.toy.families`): its cells name the mixture, its tokenizer and
             problems are trained on.
+        stop_at: stop at the first check where the model's mean exact pass rate on the probe tasks (the build's
+            pool: :func:`train_warmup`'s ``probe``) reaches this; None: train ``steps``. The code and logic families
+            stop this way, since their curves are steep where they stop and move with the seed (families.md).
+        check_every: steps between checks of ``stop_at``.
+        max_steps: with ``stop_at``: a warm-up that has not reached it after these steps fails (naming how far it
+            got) rather than leave a model short of its place.
     """
 
     model: ModelSpec
@@ -75,6 +88,9 @@ class WarmupSpec:
     threads: int = 1
     slip: float = 0.0
     family: str = "arith"
+    stop_at: float | None = None
+    check_every: int = 5
+    max_steps: int | None = None
     _cells: tuple[Any, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -84,6 +100,13 @@ class WarmupSpec:
             raise ValueError(f"slip must be in [0, 1): {self}")
         if not (self.lr > 0 and math.isfinite(self.lr)) or self.warmup_steps < 0 or self.weight_decay < 0:
             raise ValueError(f"lr must be positive, warmup_steps and weight_decay non-negative: {self}")
+        if self.stop_at is not None:
+            if not 0.0 < self.stop_at < 1.0:
+                raise ValueError(f"stop_at must be in (0, 1): {self}")
+            if self.check_every < 1 or self.max_steps is None or self.max_steps < self.steps:
+                raise ValueError(f"with stop_at: check_every >= 1 and max_steps >= steps: {self}")
+        elif self.max_steps is not None:
+            raise ValueError(f"max_steps without stop_at (steps is the warm-up's length then): {self}")
         fam = family_of(self.family)  # an unknown family or a cell of another family raises ValueError here
         object.__setattr__(self, "_cells", tuple(fam.cell_from_name(name) for name in self.mixture))
 
@@ -100,6 +123,9 @@ class WarmupSpec:
             out.pop("slip")  # specs from before the field existed stay equal to theirs
         if self.family == "arith":
             out.pop("family")  # likewise: every arithmetic build's spec is unchanged
+        if self.stop_at is None:
+            for name in ("stop_at", "check_every", "max_steps"):
+                out.pop(name)  # likewise
         out["mixture"] = {k: float(v) for k, v in sorted(self.mixture.items())}
         return out
 
@@ -137,7 +163,11 @@ def is_done(out_dir: str | os.PathLike, spec: WarmupSpec) -> bool:
 
 
 def train_warmup(
-    spec: WarmupSpec, out_dir: str | os.PathLike, exclude: Iterable[str] = (), log_every: int = 50
+    spec: WarmupSpec,
+    out_dir: str | os.PathLike,
+    exclude: Iterable[str] = (),
+    log_every: int = 50,
+    probe: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Train a model from scratch by supervised warm-up and save it (skipped when ``out_dir`` already holds it).
 
@@ -147,9 +177,15 @@ def train_warmup(
         exclude: prompts the warm-up data must not contain (the held-out set and the training pool; see
             :class:`~bots_verl.toy.tasks.ProblemStream` for the one-digit exception).
         log_every: steps between loss log lines.
+        probe: prompts whose mean exact pass rate ``spec.stop_at`` is checked on (the build's pool; none are
+            trained on: they are in ``exclude``).
 
     Returns:
-        The contents of ``warmup.json``.
+        The contents of ``warmup.json`` (with ``stop_at``: the step it stopped at and each check's pass rate).
+
+    Raises:
+        ValueError: ``stop_at`` without probe prompts; another spec's warm-up in ``out_dir``.
+        WarmupTargetError: ``stop_at`` not reached within ``max_steps``.
     """
     import torch
 
@@ -160,10 +196,12 @@ def train_warmup(
     if out.exists():
         # A warm-up only ever appears by renaming a finished temporary directory, so this is not one of ours.
         raise ValueError(f"{out} exists but holds no finished warm-up; delete it or use another directory")
+    if spec.stop_at is not None and not probe:
+        raise ValueError(f"{out}: a warm-up that stops at a pass rate needs the prompts it is checked on")
     threads = torch.get_num_threads()
     torch.set_num_threads(spec.threads)
     try:
-        return _train(spec, out, exclude, log_every)
+        return _train(spec, out, exclude, log_every, probe)
     finally:
         torch.set_num_threads(threads)
 
@@ -186,8 +224,10 @@ def _with_slips(
     return [_Response(p.prompt, slip(p.answer)) if rng.random() < share else p for p in problems]
 
 
-def _train(spec: WarmupSpec, out: Path, exclude: Iterable[str], log_every: int) -> dict[str, Any]:
+def _train(spec: WarmupSpec, out: Path, exclude: Iterable[str], log_every: int, probe: Sequence[str]) -> dict[str, Any]:
     import torch
+
+    from bots_verl.toy.likelihood import answer_stats
 
     wall0, cpu0 = time.monotonic(), time.process_time()
     stream = family_of(spec.family).stream(spec.mixture, seed=spec.data_seed, exclude=exclude)
@@ -204,7 +244,11 @@ def _train(spec: WarmupSpec, out: Path, exclude: Iterable[str], log_every: int) 
     )
     losses: list[tuple[int, float]] = []
     running = 0.0
-    for step in range(spec.steps):
+    probe_tasks = [family_of(spec.family).parse_prompt(prompt) for prompt in probe]
+    checks: list[tuple[int, float]] = []
+    last = spec.steps if spec.stop_at is None else spec.max_steps
+    assert last is not None  # WarmupSpec: stop_at comes with max_steps
+    for step in range(last):
         for group in optim.param_groups:
             group["lr"] = _lr_at(step, spec)
         batch = _with_slips(stream.take(spec.batch_size), spec.slip, slips, spec.family)
@@ -215,11 +259,29 @@ def _train(spec: WarmupSpec, out: Path, exclude: Iterable[str], log_every: int) 
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optim.step()
         running += float(loss.detach())
-        if (step + 1) % log_every == 0 or step + 1 == spec.steps:
+        # a check is a forward pass without gradients in eval mode: it changes nothing the training reads
+        reached = False
+        if spec.stop_at is not None and (step + 1) % spec.check_every == 0:
+            checks.append((step + 1, float(np.mean(answer_stats(model, probe_tasks, vocab=vocab)[0]))))
+            reached = checks[-1][1] >= spec.stop_at
+            logger.info(
+                "%s step %d: pool pass rate %.4f (stops at %s)", out.name, step + 1, checks[-1][1], spec.stop_at
+            )
+        if (step + 1) % log_every == 0 or step + 1 == spec.steps or reached:
             n = (step % log_every) + 1
             losses.append((step + 1, running / n))
             logger.info("%s step %d/%d loss %.4f", out.name, step + 1, spec.steps, running / n)
             running = 0.0
+        if reached:
+            break
+    else:
+        if spec.stop_at is not None:
+            best = max(checks, key=lambda c: c[1])
+            raise WarmupTargetError(
+                f"{out.name}: the warm-up did not reach a pool pass rate of {spec.stop_at} in {last} steps (highest "
+                f"{best[1]:.4f} at step {best[0]}); nothing was written. Its curve is the seed's: try another --seed, "
+                "or raise max_steps in the profile"
+            )
     result = {
         "spec": spec.to_dict(),
         "parameters": count_parameters(model),
@@ -227,6 +289,9 @@ def _train(spec: WarmupSpec, out: Path, exclude: Iterable[str], log_every: int) 
         "wall_s": time.monotonic() - wall0,
         "cpu_s": time.process_time() - cpu0,
     }
+    if spec.stop_at is not None:
+        result["stopped_at"] = checks[-1][0]
+        result["checks"] = checks
     with publishing(out) as tmp:
         model.save_pretrained(str(tmp))
         build_tokenizer(tmp, spec.family)

@@ -14,6 +14,7 @@ from bots_verl.rewards import compute_score, domain_of
 from bots_verl.toy import code_tasks, logic_tasks
 from bots_verl.toy.build_profiles import FAMILY_PROFILES, PrepareError, build_profile
 from bots_verl.toy.families import FAMILIES, family_of
+from bots_verl.toy.heldout import SAMPLES
 from bots_verl.toy.prepare import main, prepare
 from bots_verl.toy.tokenizer import VOCAB, build_tokenizer, encode, vocab_of
 
@@ -149,7 +150,7 @@ def test_a_family_build_has_the_domain_rows_references_and_refuses_another_famil
     for name in ("policy", "weak", "strong"):
         sampled = calibration["heldout_sampled"][name]
         assert sampled["canonical"] == pytest.approx(calibration["heldout"][name]["accuracy"])
-        assert sampled["estimate"] >= sampled["canonical"] and sampled["samples"] == 4
+        assert sampled["estimate"] >= sampled["canonical"] and sampled["samples"] == SAMPLES[family]
     # resuming finds every stage done; the same directory as another family's or arithmetic's build is refused
     assert prepare(out, profile="ci", jobs=1, family=family)["stages"] == manifest["stages"]
     other = "logic" if family == "code" else "code"

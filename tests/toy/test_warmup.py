@@ -12,7 +12,7 @@ from bots_verl.toy.likelihood import answer_stats
 from bots_verl.toy.model import ModelSpec, build_model
 from bots_verl.toy.tasks import Cell, Problem
 from bots_verl.toy.tokenizer import VOCAB, encode
-from bots_verl.toy.warmup import WarmupSpec, is_done, train_warmup
+from bots_verl.toy.warmup import WarmupSpec, WarmupTargetError, is_done, train_warmup
 
 TINY = ModelSpec(hidden=32, layers=2, heads=2, intermediate=64)
 # one-digit addition only: after a few dozen steps the pass rates sit between 0 and 1, which the sampling check needs
@@ -150,3 +150,76 @@ def test_a_slipping_warmup_learns_the_stray_token_and_keeps_old_specs_equal(warm
         p_slip = torch.softmax(model(torch.tensor([ids])).logits[0, -1], -1)[VOCAB["="]]
         p_clean = torch.softmax(clean(torch.tensor([ids])).logits[0, -1], -1)[VOCAB["="]]
     assert p_slip > 0.2 and p_clean < 0.05
+
+
+# ---------------------------------------------------------------------------------------- stopping at a pass rate
+def _probe() -> list[str]:
+    from bots_verl.toy.families import family_of
+
+    fam = family_of("arith")
+    return [p.prompt for p in fam.sample_unique({fam.cell_from_name("add1x1"): 30}, np.random.default_rng(0), [])]
+
+
+def _checks(caplog) -> dict[int, float]:
+    """The pool pass rates the warm-up logged at its checks, by step."""
+    found = {}
+    for record in caplog.records:
+        if "pool pass rate" in record.getMessage():
+            step, rate = record.args[1], record.args[2]
+            found[step] = rate
+    return found
+
+
+def test_a_warmup_stops_at_the_first_check_that_reaches_its_target_and_is_otherwise_unchanged(
+    warmed, tmp_path, caplog
+) -> None:
+    """Checks change nothing the training reads: stopped at ``steps``, the model is bitwise the fixed-length one
+    (what lets a build made by step counts be recorded with its target); one not reaching the target within
+    ``max_steps`` fails naming how far it got and writes nothing; past ``steps`` it trains on at the floor rate."""
+    out, result = warmed
+    probe = _probe()
+    caplog.set_level("INFO", logger="bots_verl.toy.warmup")
+    never = _replace(SPEC, stop_at=0.999, check_every=10, max_steps=SPEC.steps)
+    with pytest.raises(WarmupTargetError, match=r"did not reach a pool pass rate of 0.999 in 60 steps \(highest"):
+        train_warmup(never, tmp_path / "never", log_every=20, probe=probe)
+    assert not (tmp_path / "never").exists()
+    checks = _checks(caplog)
+    assert sorted(checks) == [10, 20, 30, 40, 50, 60]
+    assert checks[60] > max(checks[s] for s in (10, 20, 30, 40, 50))  # still climbing: a target stops it at 60
+    # the target between the last two checks' rates: it stops at step 60, bitwise the fixed 60-step model
+    at_60 = _replace(never, stop_at=(checks[50] + checks[60]) / 2, max_steps=2 * SPEC.steps)
+    stopped = train_warmup(at_60, tmp_path / "at_60", log_every=20, probe=probe)
+    assert stopped["stopped_at"] == 60 and [tuple(c) for c in stopped["checks"]] == sorted(checks.items())
+    assert stopped["loss"] == result["loss"]
+    first, second = _weights(out), _weights(tmp_path / "at_60")
+    assert all(torch.equal(first[k], second[k]) for k in first)
+    # the saved model is the one checked
+    model = build_model(TINY, seed=0)
+    model.load_state_dict(second)
+    from bots_verl.toy.families import family_of
+
+    tasks = [family_of("arith").parse_prompt(p) for p in probe]
+    assert float(np.mean(answer_stats(model, tasks)[0])) == pytest.approx(checks[60], abs=1e-12)
+    # a target the first check reaches stops there; one above step 60's rate trains on past the schedule's end
+    early = train_warmup(_replace(at_60, stop_at=checks[10] / 2), tmp_path / "early", log_every=20, probe=probe)
+    assert early["stopped_at"] == 10 and len(early["checks"]) == 1
+    later = _replace(at_60, stop_at=checks[60] + 1e-6)
+    beyond = train_warmup(later, tmp_path / "beyond", log_every=20, probe=probe)
+    assert 60 < beyond["stopped_at"] <= 120 and beyond["checks"][-1][1] >= later.stop_at
+
+
+def test_stopping_settings_are_checked_and_recorded_only_when_used(tmp_path) -> None:
+    for kw in (
+        {"stop_at": 0.0, "max_steps": 60},
+        {"stop_at": 1.0, "max_steps": 60},
+        {"stop_at": 0.5},  # no max_steps
+        {"stop_at": 0.5, "max_steps": 59},  # below steps
+        {"stop_at": 0.5, "max_steps": 60, "check_every": 0},
+        {"max_steps": 120},  # without stop_at
+    ):
+        with pytest.raises(ValueError):
+            _replace(SPEC, **kw)
+    with pytest.raises(ValueError, match="needs the prompts it is checked on"):
+        train_warmup(_replace(SPEC, stop_at=0.5, max_steps=60), tmp_path / "m")
+    assert not {"stop_at", "check_every", "max_steps"} & set(SPEC.to_dict())  # older specs compare equal
+    assert _replace(SPEC, stop_at=0.5, max_steps=60).to_dict()["stop_at"] == 0.5
