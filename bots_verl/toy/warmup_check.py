@@ -37,6 +37,7 @@ def check_warmups(out: Path, family: str, seed: int, profile: str = "full") -> d
 
     from bots_verl.toy.build_profiles import build_profile, seeded
     from bots_verl.toy.build_stages import StageTimer, stage_data, stage_warmups
+    from bots_verl.toy.calibrate import mixed_share
     from bots_verl.toy.families import family_of
     from bots_verl.toy.likelihood import answer_stats, load_model
     from bots_verl.toy.tokenizer import vocab_of
@@ -68,7 +69,7 @@ def check_warmups(out: Path, family: str, seed: int, profile: str = "full") -> d
             "heldout": float(np.mean(p_heldout)),
             "pool_mean": float(np.mean(p_pool)),
             "pool_at_0": float(np.mean(p_pool < 1e-3)),
-            "mixed_n8": float(np.mean(1 - p_pool**8 - (1 - p_pool) ** 8)),
+            "mixed_n8": mixed_share(p_pool, 8),
             "by_level": {int(k): float(np.mean(p_pool[levels == k])) for k in sorted(set(levels))},
         }
     return found
