@@ -4,7 +4,8 @@ Each ``--domain NAME DIR...`` names a domain and its runs (run-log directories, 
 must record that domain, or one that ``--read-as RECORDED=NAME`` maps to it (the toy testbed's arithmetic runs record
 ``toy``: ``--read-as toy=math``). The table is :func:`analysis.paper_tables.main_table` of the paper's five methods
 (the code that tabulates a GPU recipe's run logs), rendered by :mod:`analysis.table_text`; beside it the paper's own
-figures (:mod:`analysis.paper_reported`) and one sentence per domain on BOTS against Random.
+figures (:mod:`analysis.paper_reported`), Random's held-out gain per domain and one sentence per domain on BOTS
+against Random (none where Random gains under :data:`MIN_RANDOM_GAIN`).
 
 Usage::
 
@@ -22,6 +23,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import numpy as np
+
 from analysis import loader
 from analysis.cli_checks import out_file_problem
 from analysis.loader import LoadError, Run
@@ -29,10 +32,10 @@ from analysis.paper_reported import PAPER_MAIN_1_5B, PAPER_MODEL, PAPER_SOURCE
 from analysis.paper_tables import main_columns, main_table
 from analysis.table_model import BASELINE, PAPER_LABELS, Table, display
 from analysis.table_text import to_markdown
-from bots_verl.core.selection_metrics import Interval
+from bots_verl.core.selection_metrics import Interval, interval
 from bots_verl.fileio import markdown_table
 
-__all__ = ["beside_paper", "build_parser", "load_domain", "main", "table1_markdown", "verdict"]
+__all__ = ["beside_paper", "build_parser", "load_domain", "main", "random_gain", "table1_markdown", "verdict"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +45,10 @@ DOMAIN_ORDER = ("math", "code", "logic")
 TABLE1_KINDS = ("ttb", "bsf")
 #: the sentence's column: steps to Random's best within the whole budget
 VERDICT_COLUMN = "TTB100"
+#: Random's least held-out gain (its last evaluation minus its first, mean over seeds) for a domain to get a verdict:
+#: where Random learns less, its best, the target of every TTB, is within noise of where it started (issue 60: a
+#: family where Random learns nothing is recalibrated, not reported)
+MIN_RANDOM_GAIN = 0.05
 
 
 def load_domain(
@@ -76,11 +83,41 @@ def _ordered(domains: Sequence[str]) -> list[str]:
     return sorted(domains, key=lambda d: (DOMAIN_ORDER.index(d) if d in DOMAIN_ORDER else len(DOMAIN_ORDER), d))
 
 
-def verdict(table: Table, domain: str, model: str | None = None, digits: int = 2) -> str:
+def random_gain(
+    runs: Sequence[Run], domain: str, model: str, acc_metric: str | Mapping[str, str] | None, level: float = 0.95
+) -> tuple[Interval, Interval, Interval]:
+    """Random's held-out accuracy in ``domain`` at its first and last evaluation and their difference, the gain: each
+    the mean [interval] over Random's seeds.
+
+    Raises:
+        LoadError: no Random run of ``domain`` and ``model``, or as :func:`analysis.loader.accuracy_metric`.
+    """
+    firsts, lasts = [], []
+    for run in runs:
+        if run.label != BASELINE or run.domain != domain or run.model != model:
+            continue
+        metric = acc_metric.get(domain) if isinstance(acc_metric, Mapping) else acc_metric
+        series = loader.accuracy_metric(run, metric)[1].dropna()
+        firsts.append(float(series.iloc[0]))
+        lasts.append(float(series.iloc[-1]))
+    if not firsts:
+        raise LoadError(f"{domain} ({model}): no {BASELINE} run to measure its held-out gain on")
+    first, last = np.asarray(firsts), np.asarray(lasts)
+    return interval(first, level), interval(last, level), interval(last - first, level)
+
+
+def verdict(table: Table, domain: str, model: str | None = None, digits: int = 2, gain: Interval | None = None) -> str:
     """One sentence: BOTS against Random in ``domain`` by TTB(100%); BOTS beats Random there when every seed reached
-    Random's best and the whole interval lies below Random's 1.00."""
+    Random's best and the whole interval lies below Random's 1.00. With Random's held-out ``gain`` under
+    :data:`MIN_RANDOM_GAIN`, no verdict: the domain is to be recalibrated."""
     cell: Interval = table.cell("bots", domain, VERDICT_COLUMN, model)
     head = f"**{domain}**: BOTS vs Random there: TTB(100%) {cell.format(digits)}"
+    # a gain that prints as the floor passes it: 0.15 - 0.10 is 0.04999... in binary
+    if gain is not None and not gain.mean >= MIN_RANDOM_GAIN - 1e-9:
+        return (
+            f"**{domain}**: no verdict: Random's held-out gain {gain.format(3)} is under {MIN_RANDOM_GAIN}, so its "
+            "best is within noise of its start; recalibrate the domain (a harder pool or a weaker starting policy)."
+        )
     if cell.n == 0:
         return f"{head} (does not beat: no seed reached Random's best)."
     if cell.n_missing:
@@ -142,7 +179,17 @@ def table1_markdown(
             f"Ours: mean [{level:.0%} interval] over seeds, relative to {BASELINE} with the same seed. Paper: "
             f"{PAPER_SOURCE}; only these columns were found.\n\n" + beside_paper(table, model, digits)
         )
-        sentences = "\n".join(f"- {verdict(table, d, model, digits)}" for d in domains)
+        gains = {d: random_gain(runs, d, model, acc_metric, level) for d in domains}
+        parts.append(
+            f"## {display(BASELINE)}'s held-out gain{name}\n\n"
+            "Its held-out accuracy at the first and the last evaluation, and the difference; a domain needs a mean "
+            f"gain of {MIN_RANDOM_GAIN} for a verdict.\n\n"
+            + markdown_table(
+                ["Domain", "first", "last", "gain", "seeds"],
+                [[d, *(g.format(3) for g in gains[d]), str(gains[d][2].n)] for d in domains],
+            )
+        )
+        sentences = "\n".join(f"- {verdict(table, d, model, digits, gains[d][2])}" for d in domains)
         parts.append(f"## BOTS against Random{name}\n\n{sentences}")
     return "\n\n".join(parts) + "\n"
 
