@@ -68,7 +68,7 @@ def check_warmups(out: Path, family: str, seed: int, profile: str = "full") -> d
             "schedule": specs[role].steps,
             "heldout": float(np.mean(p_heldout)),
             "pool_mean": float(np.mean(p_pool)),
-            "pool_at_0": float(np.mean(p_pool < 1e-3)),
+            "pool_under_0_001": float(np.mean(p_pool < 1e-3)),
             "mixed_n8": mixed_share(p_pool, 8),
             "by_level": {int(k): float(np.mean(p_pool[levels == k])) for k in sorted(set(levels))},
         }
@@ -94,14 +94,15 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.family} {args.profile} build, seed {args.seed} ({args.out}): exact pass rates (held-out: lower bound)"
     )
     print(
-        "| model | stopped at (schedule) | held-out | pool mean | pool at 0 | mixed groups n = 8 | pool mean by level |"
+        "| model | stopped at (schedule) | held-out | pool mean | pool share under 0.001 | mixed groups n = 8 "
+        "| pool mean by level |"
     )
     print("|---|---|---|---|---|---|---|")
     for role, f in found.items():
         levels = " / ".join(f"{v:.3f}" for v in f["by_level"].values())
         print(
             f"| {role} | {f['stopped_at']} ({f['schedule']}) | {f['heldout']:.3f} | {f['pool_mean']:.3f} | "
-            f"{f['pool_at_0']:.3f} | {f['mixed_n8']:.3f} | {levels} |"
+            f"{f['pool_under_0_001']:.3f} | {f['mixed_n8']:.3f} | {levels} |"
         )
     order = found["policy"]["heldout"] < found["weak"]["heldout"] < found["strong"]["heldout"]
     print(f"held-out order policy < weak < strong: {'yes' if order else 'NO'}")
