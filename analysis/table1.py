@@ -108,8 +108,8 @@ def random_gain(
 
 def verdict(table: Table, domain: str, model: str | None = None, digits: int = 2, gain: Interval | None = None) -> str:
     """One sentence: BOTS against Random in ``domain`` by TTB(100%); BOTS beats Random there when every seed reached
-    Random's best and the whole interval lies below Random's 1.00. With Random's held-out ``gain`` under
-    :data:`MIN_RANDOM_GAIN`, no verdict: the domain is to be recalibrated."""
+    Random's best and the whole interval lies below Random's 1.00. No verdict from one seed (no interval), nor with
+    Random's held-out ``gain`` under :data:`MIN_RANDOM_GAIN`: that domain is to be recalibrated."""
     cell: Interval = table.cell("bots", domain, VERDICT_COLUMN, model)
     head = f"**{domain}**: BOTS vs Random there: TTB(100%) {cell.format(digits)}"
     # a gain that prints as the floor passes it: 0.15 - 0.10 is 0.04999... in binary
@@ -123,6 +123,8 @@ def verdict(table: Table, domain: str, model: str | None = None, digits: int = 2
     if cell.n_missing:
         never = f"{cell.n_missing} of {cell.n + cell.n_missing} seeds never reached Random's best"
         return f"{head} (does not beat: {never})."
+    if cell.n == 1:
+        return f"{head} (no verdict: one seed gives no interval)."
     if cell.hi < 1.0:
         return f"{head} (beats: the interval lies below Random's 1.00)."
     return f"{head} (does not beat: the interval reaches Random's 1.00)."

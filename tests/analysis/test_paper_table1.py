@@ -124,3 +124,15 @@ def test_a_domain_where_random_learns_too_little_gets_no_verdict(tmp_path: Path)
     assert "| code | 0.100 [0.100, 0.100] | 0.140 [0.140, 0.140] | 0.040 [0.040, 0.040] | 3 |" in text
     assert "- **code**: no verdict: Random's held-out gain 0.040 [0.040, 0.040] is under 0.05" in text
     assert "- **math**: BOTS vs Random there: TTB(100%) 0.25 [0.25, 0.25] (beats" in text
+
+
+def test_one_seed_gets_no_verdict(three_domains: Path, tmp_path: Path) -> None:
+    """A table of one seed (a grid under way) has no interval: no verdict, though BOTS reached Random's best sooner."""
+    runs = [
+        r
+        for d in ("math", "code", "logic")
+        for r in table1.load_domain(d, [three_domains / d], {"toy": "math"}, "toy")
+        if r.seed == 0
+    ]
+    text = table1.table1_markdown(runs, "t", ACC)
+    assert "- **math**: BOTS vs Random there: TTB(100%) 0.50 (no verdict: one seed gives no interval)." in text
