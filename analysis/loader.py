@@ -158,14 +158,15 @@ def model_sort_key(name: str) -> tuple[float, str]:
     return (float(match["size"]) if match else math.inf, name)
 
 
-def accuracy_metric(run: Run, metric: str | None = None) -> tuple[str, pd.Series]:
+def accuracy_metric(run: Run, metric: str | Mapping[str, str] | None = None) -> tuple[str, pd.Series]:
     """The run's held-out accuracy curve (step -> accuracy) and a name for it.
 
     Args:
         run: the run.
-        metric: an explicit metric name; by default the run's ``val-core/<source>/acc/mean@<n>`` metric. With several
-            data sources, the curve is their unweighted mean at steps where every source was evaluated (the largest
-            ``n`` per source), so a domain with two benchmarks is scored by their average, as the paper does.
+        metric: an explicit metric name, or one per domain (``{domain: name}``: a domain left out takes the default);
+            by default the run's ``val-core/<source>/acc/mean@<n>`` metric. With several data sources, the curve is
+            their unweighted mean at steps where every source was evaluated (the largest ``n`` per source), so a
+            domain with two benchmarks is scored by their average, as the paper does.
 
     Every logged value must be a finite number in [0, 1] (:func:`bots_verl.runlog.check_accuracy`, the same rule as
     the toy benchmark's records in :mod:`analysis.paired`): 7.5, NaN or an infinity at an evaluated step is an error,
@@ -175,6 +176,8 @@ def accuracy_metric(run: Run, metric: str | None = None) -> tuple[str, pd.Series
         LoadError: if the metric is missing, or a logged value is not a finite number in [0, 1], naming the run, the
             metric and the step.
     """
+    if isinstance(metric, Mapping):
+        metric = metric.get(run.domain)
     if metric is not None:
         return metric, _accuracy_column(run, metric)
     best_n: dict[str, tuple[int, str]] = {}

@@ -192,8 +192,7 @@ class _Scorer:
     def acc(self, run: Run) -> Curve:
         key = id(run)
         if key not in self._acc:
-            metric = self.acc_metric.get(run.domain) if isinstance(self.acc_metric, Mapping) else self.acc_metric
-            name, series = loader.accuracy_metric(run, metric)
+            name, series = loader.accuracy_metric(run, self.acc_metric)
             self.acc_names.add(name)
             self._acc[key] = Curve(series.index.to_numpy(np.float64), series.to_numpy(np.float64))
         return self._acc[key]

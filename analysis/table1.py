@@ -96,8 +96,7 @@ def random_gain(
     for run in runs:
         if run.label != BASELINE or run.domain != domain or run.model != model:
             continue
-        metric = acc_metric.get(domain) if isinstance(acc_metric, Mapping) else acc_metric
-        series = loader.accuracy_metric(run, metric)[1].dropna()
+        series = loader.accuracy_metric(run, acc_metric)[1].dropna()
         firsts.append(float(series.iloc[0]))
         lasts.append(float(series.iloc[-1]))
     if not firsts:

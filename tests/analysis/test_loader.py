@@ -35,6 +35,16 @@ def test_several_eval_sources_are_averaged(tmp_path: Path) -> None:
     assert acc.to_dict() == pytest.approx({0: 0.1, 4: 0.4})
 
 
+def test_a_metric_per_domain_reads_the_runs_own_and_defaults_for_a_domain_left_out(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path, "bots", 0, (0.2, 0.4, 0.6, 0.8, 1.0))
+    with (run_dir / "metrics.jsonl").open("a") as fh:
+        fh.write(json.dumps({"step": 4, "data": {"val-core/toy/acc/estimate": 0.7}}) + "\n")
+    run = loader.load_run(run_dir)  # a math run
+    name, acc = loader.accuracy_metric(run, {"math": "val-core/toy/acc/estimate", "code": ACC})
+    assert name == "val-core/toy/acc/estimate" and acc.dropna().to_dict() == {4: 0.7}
+    assert loader.accuracy_metric(run, {"code": "val-core/toy/acc/estimate"})[0] == ACC
+
+
 def test_tensorboard_with_sidecar_and_meta_flags(tmp_path: Path) -> None:
     from tensorboard.compat.proto import event_pb2, summary_pb2
     from tensorboard.summary.writer.event_file_writer import EventFileWriter
