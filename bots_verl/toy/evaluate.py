@@ -13,6 +13,10 @@ exact likelihood plus a sampled non-canonical remainder (:mod:`bots_verl.toy.hel
 accuracy's key for a model). The family is the one the model was warmed up for (its ``warmup.json``), the response
 budget the build's (its ``manifest.json``), the sampling seed the run's (its ``meta.json``) and the checkpoint step,
 so the benchmark passes nothing more than for arithmetic.
+
+An estimate keeps about one core busy (one generating thread, then the sandboxes), so a code or logic run's
+checkpoints are evaluated ``jobs`` at a time in spawned processes, each with one torch thread as here: a step's figures
+do not depend on which process evaluated it, and the lines are written in step order.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +177,7 @@ def evaluate_checkpoints(
     model_dir: str | Path,
     problems: Sequence[Problem],
     pool: Sequence[Problem] = (),
+    jobs: int = 1,
 ) -> dict[int, dict[str, float]]:
     """Evaluate the starting model (step 0) and every checkpoint not yet in the run log; append them to it.
 
@@ -187,6 +194,8 @@ def evaluate_checkpoints(
             :data:`~bots_verl.runlog.TOY_GREEDY_METRIC`; code and logic: :func:`heldout_metric` and its parts).
         pool: the training tasks (:data:`~bots_verl.runlog.TOY_POOL_METRIC`; code and logic: the canonical
             answers' likelihood, a lower bound); empty: not evaluated.
+        jobs: code and logic: checkpoints evaluated at a time, each in a spawned process (module docstring); the
+            figures are the same for any value.
 
     Returns:
         ``{step: {metric: value}}`` of every evaluated step (old and new), ascending.
@@ -206,18 +215,69 @@ def evaluate_checkpoints(
             if keys[0] in data:
                 done[step] = {k: float(data[k]) for k in keys if k in data}
     todo = [s for s in [0, *checkpoint_steps(ckpt_dir)] if s not in done]
-    if todo and family != "arith":
-        seed, budget = _sampling_settings(run_dir, Path(model_dir))
-    if todo:
-        with (run_dir / runlog.METRICS_FILE).open("a") as out:
-            for step in todo:
-                step_dir = Path(ckpt_dir) / f"global_step_{step}"
-                model = load_actor(step_dir, model_dir) if step else load_model(model_dir)
-                if family == "arith":
-                    done[step] = _accuracy(model, problems, pool)
-                else:
-                    done[step] = _estimated(model, problems, pool, family, budget, seed, step)
-                out.write(json.dumps({"step": step, "data": done[step]}) + "\n")
-                out.flush()
-                logger.info("%s step %d: held-out accuracy %.4f", run_dir.name, step, done[step][keys[0]])
+    if not todo:
+        return dict(sorted(done.items()))
+    # arithmetic's exact figures take a second or two a step: not worth a process's start
+    sampling = None if family == "arith" else _sampling_settings(run_dir, Path(model_dir))
+    jobs = 1 if sampling is None else max(1, min(jobs, len(todo)))
+    one = partial(
+        _evaluate_step, ckpt_dir=str(ckpt_dir), model_dir=str(model_dir), family=family, problems=problems,
+        pool=pool, sampling=sampling,
+    )  # fmt: skip
+    with _step_map(jobs) as map_steps, (run_dir / runlog.METRICS_FILE).open("a") as out:
+        for step, figures in zip(todo, map_steps(one, todo), strict=True):
+            done[step] = figures
+            out.write(json.dumps({"step": step, "data": figures}) + "\n")
+            out.flush()
+            logger.info("%s step %d: held-out accuracy %.4f", run_dir.name, step, figures[keys[0]])
     return dict(sorted(done.items()))
+
+
+def _evaluate_step(
+    step: int,
+    *,
+    ckpt_dir: str,
+    model_dir: str,
+    family: str,
+    problems: Sequence[Any],
+    pool: Sequence[Any],
+    sampling: tuple[int, int] | None,
+) -> dict[str, float]:
+    """One step's figures (module level: it runs in a spawned process too); ``sampling``: ``(run seed, budget)`` of a
+    code or logic run, None for arithmetic."""
+    model = load_actor(Path(ckpt_dir) / f"global_step_{step}", model_dir) if step else load_model(model_dir)
+    if sampling is None:
+        return _accuracy(model, problems, pool)
+    seed, budget = sampling
+    return _estimated(model, problems, pool, family, budget, seed, step)
+
+
+def _start_worker(level: int, fmt: str | None) -> None:
+    import torch
+
+    torch.set_num_threads(1)  # as in the parent: a sample does not depend on the threads that computed it
+    logging.basicConfig(level=level, format=fmt)
+
+
+@contextmanager
+def _step_map(jobs: int) -> Iterator[Any]:
+    """A ``map(fn, steps)`` yielding results in order: this process's own with one job, else a pool of ``jobs``
+    spawned processes that logs as this process does. On any exit the steps not started are cancelled."""
+    if jobs == 1:
+        yield map
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    root = logging.getLogger()
+    formatter = root.handlers[0].formatter if root.handlers else None
+    executor = ProcessPoolExecutor(
+        jobs,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_start_worker,
+        initargs=(root.getEffectiveLevel(), getattr(formatter, "_fmt", None)),
+    )
+    try:
+        yield executor.map
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)

@@ -130,7 +130,9 @@ def train_one(
     if not steps or steps[-1] != steps_wanted:
         raise RuntimeError(f"{run_dir.name}: no checkpoint of step {steps_wanted} (found {steps})")
     model = manifest["artifacts"]["policy_models"][str(seed % len(manifest["artifacts"]["policy_models"]))]
-    accuracy = evaluate_checkpoints(run_dir / "run", run_dir / "ckpt", model, *tasks)
+    # the cores this run may use, as its training worker's threads: one evaluation at a time on each
+    jobs = _threads_per_run(profile.jobs)
+    accuracy = evaluate_checkpoints(run_dir / "run", run_dir / "ckpt", model, *tasks, jobs=jobs)
     metric = heldout_metric(model)
     step_times = [
         float(d[runlog.STEP_TIME_METRIC])

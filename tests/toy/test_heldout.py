@@ -216,26 +216,39 @@ def _policy_with_two_spellings(model_dir: Path, problems: list) -> None:
     (model_dir / "warmup.json").write_text(json.dumps({"spec": {"family": "logic"}}))
 
 
-def test_evaluate_logs_the_estimate_and_a_resumed_evaluation_is_identical(tmp_path) -> None:
-    """evaluate_checkpoints on a logic run: the family from the model's warm-up record, the budget from the build's
-    manifest, the seed from the run's meta.json; the logged figures; a resumed evaluation (its last line lost)
-    writes the identical line; another run seed samples other responses."""
+@pytest.fixture(scope="module")
+def logic_build(tmp_path_factory) -> tuple[list, Path]:
+    """``(12 logic problems, policy model)`` of a build folder with its manifest (the response budget)."""
     problems = _logic_problems(12, seed=4)
-    build = tmp_path / "build"
+    build = tmp_path_factory.mktemp("logic") / "build"
     model_dir = build / "models" / "policy"
     _policy_with_two_spellings(model_dir, problems)
     (build / "manifest.json").write_text(json.dumps({"family": "logic", "artifacts": {"max_response_length": 48}}))
-    step_dir = tmp_path / "ckpt" / "global_step_2" / "actor"
-    step_dir.mkdir(parents=True)
+    return problems, model_dir
+
+
+def _save_checkpoint(model_dir: Path, step_dir: Path) -> None:
     from bots_verl.toy.likelihood import load_model
 
-    torch.save(load_model(model_dir).state_dict(), step_dir / "model_world_size_1_rank_0.pt")
+    (step_dir / "actor").mkdir(parents=True)
+    torch.save(load_model(model_dir).state_dict(), step_dir / "actor" / "model_world_size_1_rank_0.pt")
+
+
+def _run_dir(path: Path, seed: int | None) -> Path:
+    path.mkdir()
+    runlog.write_meta(path, run_id=path.name, source="verl", seed=seed)
+    return path
+
+
+def test_evaluate_logs_the_estimate_and_a_resumed_evaluation_is_identical(tmp_path, logic_build) -> None:
+    """evaluate_checkpoints on a logic run: the family from the model's warm-up record, the budget from the build's
+    manifest, the seed from the run's meta.json; the logged figures; a resumed evaluation (its last line lost)
+    writes the identical line; another run seed samples other responses."""
+    problems, model_dir = logic_build
+    _save_checkpoint(model_dir, tmp_path / "ckpt" / "global_step_2")
 
     def run(name: str, seed: int) -> Path:
-        run_dir = tmp_path / name
-        run_dir.mkdir()
-        runlog.write_meta(run_dir, run_id=name, source="verl", seed=seed)
-        return run_dir
+        return _run_dir(tmp_path / name, seed)
 
     first = run("a", 0)
     logged = evaluate_checkpoints(first, tmp_path / "ckpt", model_dir, problems, problems[:5])
@@ -255,12 +268,30 @@ def test_evaluate_logs_the_estimate_and_a_resumed_evaluation_is_identical(tmp_pa
     assert (resumed / runlog.METRICS_FILE).read_text().splitlines() == lines
     other = evaluate_checkpoints(run("c", 1), tmp_path / "ckpt", model_dir, problems, problems[:5])
     assert other[2][parts[0]] == logged[2][parts[0]] and other[2][parts[1]] != logged[2][parts[1]]
-    no_seed = tmp_path / "d"
-    no_seed.mkdir()
-    runlog.write_meta(no_seed, run_id="d", source="verl", seed=None)
+    no_seed = _run_dir(tmp_path / "d", None)
     with pytest.raises(ValueError, match="seed is None, not an integer"):
         evaluate_checkpoints(no_seed, tmp_path / "ckpt", model_dir, problems)
     shutil.rmtree(tmp_path / "ckpt")
+
+
+def test_a_step_failing_in_a_worker_process_keeps_the_lines_before_it(tmp_path, logic_build) -> None:
+    """Two checkpoints at a time in spawned processes: a broken checkpoint (step 4, no actor shard) stops the
+    evaluation with its error, the steps before it are logged in order, and once it is repaired a rerun evaluates
+    only that step: every line as a one-process evaluation writes it."""
+    problems, model_dir = logic_build
+    ckpt = tmp_path / "ckpt"
+    _save_checkpoint(model_dir, ckpt / "global_step_2")
+    (ckpt / "global_step_4" / "actor").mkdir(parents=True)
+    run = _run_dir(tmp_path / "parallel", 3)
+    with pytest.raises(ValueError, match="expected one single-rank actor shard"):
+        evaluate_checkpoints(run, ckpt, model_dir, problems, jobs=2)
+    assert [json.loads(line)["step"] for line in (run / runlog.METRICS_FILE).read_text().splitlines()] == [0, 2]
+    shutil.rmtree(ckpt / "global_step_4")
+    _save_checkpoint(model_dir, ckpt / "global_step_4")
+    parallel = evaluate_checkpoints(run, ckpt, model_dir, problems, jobs=2)
+    serial_run = _run_dir(tmp_path / "serial", 3)
+    assert evaluate_checkpoints(serial_run, ckpt, model_dir, problems) == parallel and sorted(parallel) == [0, 2, 4]
+    assert (run / runlog.METRICS_FILE).read_text() == (serial_run / runlog.METRICS_FILE).read_text()
 
 
 def test_arithmetic_evaluation_reproduces_an_archived_run_exactly(tmp_path) -> None:
