@@ -10,7 +10,7 @@ import signal
 import time
 from typing import Any
 
-from bots_verl.rewards._harness import CodecError, decode_value, encode_value
+from bots_verl.rewards._wire import CodecError, decode_value, encode_value
 from bots_verl.rewards.code_compare import outputs_match
 from bots_verl.rewards.code_plan import JUDGE_NPROC, MAX_RESULT_NODES, TestPlan, as_text, call_matches, warn_once
 from bots_verl.rewards.sandbox import Limits, launch

@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 
-from bots_verl.rewards._harness import read_frame, write_frame
+from bots_verl.rewards._wire import read_frame, write_frame
 from bots_verl.rewards.sandbox import kill_session
 from bots_verl.rewards.sandbox_channel import Channel, ChannelClosed, DeadlineExceeded
 

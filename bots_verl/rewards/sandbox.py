@@ -44,7 +44,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from bots_verl.rewards import _harness
+from bots_verl.rewards import _harness, _harness_setup, _wire
 from bots_verl.rewards._seccomp import filter_program
 from bots_verl.rewards.sandbox_channel import Channel
 from bots_verl.rewards.sandbox_slots import ROOT_UIDS
@@ -69,10 +69,14 @@ ISOLATIONS = ("bwrap", "none")
 ENV_ISOLATION = "BOTS_CODE_ISOLATION"
 ENV_BWRAP = "BOTS_BWRAP"
 
-_HARNESS_SOURCE = Path(_harness.__file__).read_text(encoding="utf-8")
 # The harness travels compiled, in a sealed memfd each sandbox reads and closes first thing (saves compiling 25 KB of
-# source per run); the sandbox runs this same interpreter, so the marshal format matches.
-_BOOTSTRAP = "import marshal,os,sys;f=int(sys.argv.pop(1));c=os.pread(f,{size},0);os.close(f);exec(marshal.loads(c))"
+# source per run); the sandbox runs this same interpreter, so the marshal format matches. Three modules, executed in
+# order in the sandbox's __main__ namespace: the codec, the process setup, then the roles that use them.
+_HARNESS_MODULES = (_wire, _harness_setup, _harness)
+_BOOTSTRAP = (
+    "import marshal,os,sys;f=int(sys.argv.pop(1));c=os.pread(f,{size},0);os.close(f);"
+    "[exec(k,globals()) for k in marshal.loads(c)]"
+)
 _HARNESS_FD: int | None = None
 _HARNESS_SIZE = 0
 _HARNESS_LOCK = threading.Lock()
@@ -237,7 +241,12 @@ def _harness_fd() -> tuple[int, int]:
     global _HARNESS_FD, _HARNESS_SIZE
     with _HARNESS_LOCK:
         if _HARNESS_FD is None:
-            code = marshal.dumps(compile(_HARNESS_SOURCE, "<bots_verl harness>", "exec"))
+            code = marshal.dumps(
+                tuple(
+                    compile(Path(module.__file__).read_text(encoding="utf-8"), f"<{module.__name__}>", "exec")
+                    for module in _HARNESS_MODULES
+                )
+            )
             fd = os.memfd_create("bots_harness", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             view = memoryview(code)
             while view:

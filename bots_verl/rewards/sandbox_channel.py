@@ -8,7 +8,7 @@ import selectors
 import time
 from typing import Any
 
-from bots_verl.rewards import _harness
+from bots_verl.rewards import _wire
 
 __all__ = ["Channel", "ChannelClosed", "DeadlineExceeded"]
 
@@ -53,7 +53,7 @@ class Channel:
         """
         assert self.write_fd is not None
         payload = json.dumps(obj, separators=(",", ":"), allow_nan=False).encode("utf-8")
-        view = memoryview(_harness.HEADER.pack(len(payload)) + payload)
+        view = memoryview(_wire.HEADER.pack(len(payload)) + payload)
         while view:
             self._wait(self.write_fd, deadline)
             try:
@@ -83,9 +83,9 @@ class Channel:
         Raises:
             DeadlineExceeded, ChannelClosed (also for an oversized frame or one that is not JSON).
         """
-        head = _harness.HEADER.size
+        head = _wire.HEADER.size
         self._fill(head, deadline)
-        (size,) = _harness.HEADER.unpack(bytes(self._buffer[:head]))
+        (size,) = _wire.HEADER.unpack(bytes(self._buffer[:head]))
         if size > max_bytes:
             raise ChannelClosed(f"frame of {size} bytes exceeds {max_bytes}")
         self._fill(head + size, deadline)

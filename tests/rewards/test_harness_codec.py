@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bots_verl.rewards._harness import CodecError, decode_value, encode_value
+from bots_verl.rewards._wire import CodecError, decode_value, encode_value
 
 
 def _round_trip(value: object, classes: dict | None = None) -> object:
