@@ -62,7 +62,8 @@ def test_table1_three_domain_groups_the_paper_beside_and_a_verdict_each(three_do
     assert "- **code**: BOTS vs Random there: TTB(100%) 1.00 [1.00, 1.00] (does not beat: the interval reaches" in text
     assert "- **logic**: BOTS vs Random there: TTB(100%) — (does not beat: no seed reached Random's best)." in text
     # Random's held-out gain per domain: 0.1 -> 0.5 in every seed
-    assert "| math | 0.100 [0.100, 0.100] | 0.500 [0.500, 0.500] | 0.400 [0.400, 0.400] | 3 |" in text
+    row = "| math | 0.100 [0.100, 0.100] | 0.500 [0.500, 0.500] | 0.500 [0.500, 0.500] | 0.400 [0.400, 0.400] | "
+    assert row + "0.400 [0.400, 0.400] | 3 |" in text
 
 
 def test_a_run_of_another_domain_and_a_missing_method_are_refused(three_domains: Path, capsys) -> None:
@@ -107,9 +108,9 @@ def test_each_domain_reads_its_own_accuracy_metric(tmp_path: Path) -> None:
 
 def test_a_domain_where_random_learns_too_little_gets_no_verdict(tmp_path: Path) -> None:
     """Issue 60: a family where Random learns nothing is recalibrated, not reported. Random gains 0.04 in code (under
-    ``MIN_RANDOM_GAIN``, 0.05): its best is noise, so BOTS's TTB against it gets no verdict; math's gain 0.05 is
-    enough."""
-    flat = (0.10, 0.11, 0.12, 0.13, 0.14)
+    ``MIN_RANDOM_GAIN``, 0.05) from first to last evaluation, though its best was 0.08 above its start: the floor
+    is on the gain the table names, so BOTS's TTB against it gets no verdict; math's gain 0.05 is enough."""
+    flat = (0.10, 0.11, 0.18, 0.13, 0.14)
     curves = {"math": (0.10, 0.11, 0.12, 0.13, 0.15), "code": flat}
     for domain, random in curves.items():
         for label in PAPER_LABELS:
@@ -121,7 +122,8 @@ def test_a_domain_where_random_learns_too_little_gets_no_verdict(tmp_path: Path)
     assert table1.main([*argv, "--metric", ACC, "--out", str(out)]) == 0
     text = out.read_text()
     assert table1.MIN_RANDOM_GAIN == 0.05
-    assert "| code | 0.100 [0.100, 0.100] | 0.140 [0.140, 0.140] | 0.040 [0.040, 0.040] | 3 |" in text
+    row = "| code | 0.100 [0.100, 0.100] | 0.180 [0.180, 0.180] | 0.140 [0.140, 0.140] | 0.040 [0.040, 0.040] | "
+    assert row + "0.080 [0.080, 0.080] | 3 |" in text
     assert "- **code**: no verdict: Random's held-out gain 0.040 [0.040, 0.040] is under 0.05" in text
     assert "- **math**: BOTS vs Random there: TTB(100%) 0.25 [0.25, 0.25] (beats" in text
 
