@@ -206,23 +206,23 @@ def test_a_two_step_fit_is_scored_by_the_real_domain_reward(family_build, ray_at
 
 
 def _evaluate_fit(family: str, out: Path, run_dir: Path) -> None:
-    """The fit's checkpoints evaluated as the benchmark does (bots_verl.toy.evaluate), two at a time in spawned
-    processes: the sampled held-out estimate per step, at least its canonical lower bound, and the same lines again,
-    byte for byte, from a resumed evaluation in this process."""
+    """The fit's checkpoints evaluated as the benchmark does (bots_verl.toy.evaluate; two at a time in spawned
+    processes: ``tests/toy/test_heldout.py``): the sampled held-out estimate per step, at least its canonical lower
+    bound, and the same lines again, byte for byte, from a resumed evaluation."""
     from bots_verl import runlog
     from bots_verl.runlog import TOY_CANONICAL_PART, TOY_ESTIMATE_PART, TOY_ESTIMATE_SE_PART, toy_heldout_key
     from bots_verl.toy.evaluate import evaluate_checkpoints, heldout_metric
 
     fam, model = family_of(family), out / "models" / "policy"
     heldout = [fam.parse_prompt(r["prompt"][0]["content"]) for r in pq.read_table(out / "val.parquet").to_pylist()]
-    logged = evaluate_checkpoints(run_dir / "run", run_dir / "ckpt", model, heldout, jobs=2)
+    logged = evaluate_checkpoints(run_dir / "run", run_dir / "ckpt", model, heldout)
     key = heldout_metric(model)
     assert sorted(logged) == [0, 1, 2] and key == toy_heldout_key(fam.data_source, TOY_ESTIMATE_PART)
     for figures in logged.values():
         assert figures[key] >= figures[toy_heldout_key(fam.data_source, TOY_CANONICAL_PART)]
         assert figures[toy_heldout_key(fam.data_source, TOY_ESTIMATE_SE_PART)] >= 0
     lines = (run_dir / "run" / runlog.METRICS_FILE).read_text().splitlines()
-    # a resumed evaluation: the last two steps' lines lost, evaluated again, one after the other in this process
+    # a resumed evaluation: the last two steps' lines lost, evaluated again
     (run_dir / "run" / runlog.METRICS_FILE).write_text("\n".join(lines[:-2]) + "\n")
     assert evaluate_checkpoints(run_dir / "run", run_dir / "ckpt", model, heldout) == logged
     assert (run_dir / "run" / runlog.METRICS_FILE).read_text().splitlines() == lines
