@@ -26,12 +26,6 @@ SIZES = ("1.5b", "7b")
 PAPER_LABELS = tuple(m.label for m in PAPER_METHODS)
 MAIN = sorted(RECIPES.glob("run_*.sh"))
 ABLATIONS = sorted((RECIPES / "ablations").glob("run_*.sh"))
-# old ablation scripts kept as deprecated shims -> the script whose runs they now record
-DEPRECATED = {
-    "ablations/run_math_qwen2.5_1.5b_mopps.sh": "bots_rho0",
-    "ablations/run_math_qwen2.5_1.5b_implicit_only.sh": "bots_rho1.0",
-    "ablations/run_math_qwen2.5_1.5b_offline_easy2hard.sh": "offline_easy2hard",
-}
 # issue 36's ablations: their reference columns (a 10% labelled copy, none)
 REFERENCE_COLUMNS = {"bots_ref10": "[qwen2.5_7b_pass_rate_ref10,qwen3_30b_pass_rate_ref10]", "bots_noref": "[]"}
 # The baselines' defining settings as the paper's notes give them (recipes/common.sh cites each).
@@ -83,9 +77,6 @@ def test_one_script_per_main_table_cell() -> None:
         "rho_sweep",
         "lambda_sweep",
         "greedy",
-        "mopps",
-        "implicit_only",
-        "offline_easy2hard",
         "bots_ref10",
         "bots_noref",
         "bots_ds",
@@ -96,24 +87,17 @@ def test_one_script_per_main_table_cell() -> None:
 
 def test_every_recipe_dry_run_validates(tmp_path: Path, data_dir: Path) -> None:
     recorded: dict[str, list[str]] = {}
-    by_script: dict[str, dict[str, list[str]]] = {}
     for script in [*MAIN, *ABLATIONS]:
         name = str(script.relative_to(RECIPES))
         runs = record(script, tmp_path / name.replace("/", "_"), data_dir, RUN_ROOT=str(tmp_path / "runs"))
         assert runs, f"{name} recorded no run"
-        by_script[name] = runs
-        if name not in DEPRECATED:
-            recorded.update(runs)
+        assert not set(runs) & set(recorded), f"{name} records a run another script records"
+        recorded.update(runs)
     # 30 cells; rho and lambda sweeps without their 0.1 point (the main BOTS run); the greedy run; issue 36's two;
     # issue 48's bots_ds
     assert len(recorded) == 30 + 5 + 5 + 1 + 2 + 1
     cells = {(n.split("_")[0], n.split("_")[1], _method(n)) for n in recorded if _method(n) in PAPER_LABELS}
     assert len(cells) == 30
-
-    # The deprecated scripts record exactly the runs of their replacements.
-    for name, label in DEPRECATED.items():
-        ((experiment, argv),) = by_script[name].items()
-        assert _method(experiment) == label and recorded[experiment] == argv
 
     for name, argv in recorded.items():
         assert argv[-4:] == [
