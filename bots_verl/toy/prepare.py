@@ -30,12 +30,13 @@ The profiles are in :mod:`bots_verl.toy.build_profiles`, the stages in :mod:`bot
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import shutil
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,7 @@ from bots_verl.toy.build_stages import (
 )
 from bots_verl.toy.families import FAMILIES, family_of
 from bots_verl.toy.similarity_inputs import manifest_artifacts
+from bots_verl.toy.warmup import WarmupSpec
 
 __all__ = ["main", "prepare", "shipped_artifacts"]
 
@@ -75,6 +77,22 @@ def shipped_artifacts(profile: str, seed: int, family: str = "arith") -> Path | 
     """The committed build of ``profile`` and ``seed`` of ``family`` (:data:`SHIPPED`), or None."""
     folder = SHIPPED / (f"{profile}_s{seed}" if family == "arith" else f"{family}_{profile}_s{seed}")
     return folder if (folder / "manifest.json").is_file() else None
+
+
+def _differs_from(shipped: Path, data_settings: dict[str, Any], specs: Mapping[str, WarmupSpec]) -> str | None:
+    """What of a build's data settings and warm-up specs the shipped build ``shipped`` was made with differently
+    (``"other held-out cells, ..."``), or None when it was made with these."""
+    made = read_json(shipped / "data.json") or {}
+    differs = [
+        f"other {key.replace('_', ' ')}"
+        for key, value in data_settings.items()
+        if made.get("settings", {}).get(key) != value
+    ]
+    for name, spec in specs.items():
+        warmup = read_json(shipped / "models" / name / "warmup.json") or {}
+        if warmup.get("spec") != json.loads(json.dumps(spec.to_dict())):
+            differs.append(f"another {name} warm-up")
+    return ", ".join(differs) or None
 
 
 def _not_a_build(out: Path) -> str | None:
@@ -128,11 +146,20 @@ def prepare(
     foreign = _not_a_build(out)
     if foreign:
         raise PrepareError(foreign)
+    policy_names = ["policy"] + [f"policy_p{k}" for k in range(1, policies)]
+    specs = {name: seeded(prof.policy, seed, "policy", k) for k, name in enumerate(policy_names)}
+    specs["weak"] = seeded(prof.weak, seed, "weak")
+    specs["strong"] = seeded(prof.strong, seed, "strong")
     shipped = shipped_artifacts(prof.name, seed, prof.family) if policies == 1 else None
     if shipped is not None and not manifest_path.exists() and not any(out.iterdir()):
-        # every stage below finds its output done and checks it against the specs (a changed spec is an error)
-        logger.info("starting from the shipped build %s", shipped)
-        shutil.copytree(shipped, out, dirs_exist_ok=True)
+        differs = _differs_from(shipped, prof.data_settings(seed), specs)
+        if differs:
+            # a profile changed in the code (a recalibration): its own build, never the shipped one's files
+            logger.warning("the shipped build %s has %s: building afresh", shipped, differs)
+        else:
+            # every stage below finds its output done and checks it against the specs
+            logger.info("starting from the shipped build %s", shipped)
+            shutil.copytree(shipped, out, dirs_exist_ok=True)
     manifest = read_json(manifest_path) or {}
     if manifest.get("profile", prof.name) != prof.name or manifest.get("seed", seed) != seed:
         raise PrepareError(f"{out} holds profile {manifest['profile']!r} seed {manifest['seed']}; use another --out")
@@ -150,11 +177,6 @@ def prepare(
             result = fn(stage)
         write_json(manifest_path, manifest)
         return result
-
-    policy_names = ["policy"] + [f"policy_p{k}" for k in range(1, policies)]
-    specs = {name: seeded(prof.policy, seed, "policy", k) for k, name in enumerate(policy_names)}
-    specs["weak"] = seeded(prof.weak, seed, "weak")
-    specs["strong"] = seeded(prof.strong, seed, "strong")
 
     manifest["data"] = run("data", lambda s: stage_data(out, prof, seed, s))
     manifest["warmups"] = run("warmups", lambda s: stage_warmups(out, specs, jobs, s))

@@ -204,6 +204,28 @@ def test_a_fresh_full_build_starts_from_the_shipped_artifacts_and_trains_nothing
     assert shipped_artifacts("ci", 0) is None  # the small profiles build in seconds and are not shipped
 
 
+def test_a_profile_changed_in_the_code_builds_afresh_not_from_the_shipped_build() -> None:
+    """A recalibration (held-out cells, a warm-up's steps) is a build of its own: prepare copies the shipped build only
+    when its data settings and every warm-up spec are the profile's, and says what differs otherwise."""
+    import dataclasses
+
+    from bots_verl.toy.build_profiles import build_profile, seeded
+    from bots_verl.toy.prepare import _differs_from, shipped_artifacts
+
+    shipped = shipped_artifacts("full", 2)
+    prof = build_profile("arith", "full")
+
+    def specs(p):
+        return {name: seeded(getattr(p, name), 2, name) for name in ("policy", "weak", "strong")}
+
+    assert _differs_from(shipped, prof.data_settings(2), specs(prof)) is None
+    assert _differs_from(shipped, prof.data_settings(0), specs(prof)) == "other seed"
+    moved = dataclasses.replace(prof, heldout_cells=prof.heldout_cells[:2], heldout_size=100)
+    assert _differs_from(shipped, moved.data_settings(2), specs(prof)) == "other heldout cells, other heldout size"
+    longer = dataclasses.replace(prof, weak=dataclasses.replace(prof.weak, steps=prof.weak.steps + 1))
+    assert _differs_from(shipped, prof.data_settings(2), specs(longer)) == "another weak warm-up"
+
+
 def test_a_changed_train_file_rebuilds_the_labelled_columns(built, tmp_path) -> None:
     """The labelled-subset columns copy train.parquet's reference values, so new values there are copied again."""
     import shutil
