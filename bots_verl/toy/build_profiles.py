@@ -218,9 +218,10 @@ def _full_profile(
     cell (copying a pipeline, placing an object), so a warm-up run long enough solves every cell and leaves nothing
     out of reach. They stop at a pass rate, not a step: where they stop their curves are steep and move with the seed
     (code's policy at 160 steps: pool pass rate 0.054 on seed 1, held-out 0.176 on seed 0, above that seed's weak
-    reference). ``steps`` and ``stop_at`` are where the calibrated builds stopped: each target lies between the last
-    two checks of its shipped model, which therefore stops exactly where it did (families.md). A warm-up stops at its
-    first check past the target, on or after its schedule's end (then at the floor rate) up to 3x ``steps``.
+    reference). ``steps`` and ``stop_at`` are where the first calibrated builds stopped: each target lies between the
+    last two checks of its model, which therefore stops exactly where it did (families.md); logic's second build, on
+    other held-out cells, kept them and stopped at 310, 510 and 1530 steps. A warm-up stops at its first check past
+    the target, on or after its schedule's end (then at the floor rate) up to 3x ``steps``.
     """
 
     def spec(mixture: Mapping[int, float], n: int, target: float, slip: float = 0.0) -> WarmupSpec:

@@ -176,7 +176,7 @@ def test_a_rewarmed_policy_is_calibrated_again(built, tmp_path) -> None:
 
 @pytest.mark.parametrize(
     ("family", "seed", "policy_accuracy"),
-    [("arith", 0, 0.1211), ("arith", 2, 0.0608), ("logic", 0, 0.0407), ("code", 1, 0.0546)],
+    [("arith", 0, 0.1211), ("arith", 2, 0.0608), ("logic", 0, 0.1047), ("code", 1, 0.0546)],
 )
 def test_a_fresh_full_build_starts_from_the_shipped_artifacts_and_trains_nothing(
     family, seed, policy_accuracy, tmp_path
