@@ -69,7 +69,8 @@ logger = logging.getLogger(__name__)
 #: Prepared artifacts committed with the repository, one folder per ``<profile>_s<seed>``. A rebuild of the same specs
 #: on another machine gives other models (thousands of AdamW steps amplify the CPU's float summation order: the policy's
 #: held-out accuracy was 0.097 in one build and 0.121 in another, the strong reference's 0.784 and 0.504), so runs
-#: are comparable only on one build: a fresh ``prepare`` starts from the shipped one when it exists.
+#: are comparable only on one build: a fresh ``prepare`` starts from the shipped one when it exists and was made with
+#: the profile's data settings and warm-up specs (a profile changed in the code builds afresh, saying what differs).
 SHIPPED = Path(__file__).resolve().parents[2] / "recipes" / "toy" / "artifacts"
 
 
