@@ -125,7 +125,8 @@ def _check_lengths(profile: BuildProfile, problems: list) -> None:
             )
 
 
-def _prompts(path: Path) -> list[str]:
+def split_prompts(path: Path) -> list[str]:
+    """The prompt texts of a split's parquet file (verl's chat layout: one user message), in row order."""
     import pyarrow.parquet as pq
 
     return [row[0]["content"] for row in pq.read_table(path, columns=["prompt"]).column("prompt").to_pylist()]
@@ -135,8 +136,8 @@ def stage_warmups(out: Path, jobs_wanted: Mapping[str, WarmupSpec], jobs: int, s
     """Stage 2: the warmed-up models under ``models/``, ``jobs`` at a time (a finished one is kept)."""
     from bots_verl.toy.warmup import WarmupTargetError, is_done, read_result
 
-    pool = _prompts(out / "pool.parquet")  # the probe of a warm-up that stops at a pass rate (WarmupSpec.stop_at)
-    exclude = _prompts(out / "val.parquet") + pool
+    pool = split_prompts(out / "pool.parquet")  # the probe of a warm-up that stops at a pass rate (WarmupSpec.stop_at)
+    exclude = split_prompts(out / "val.parquet") + pool
     results: dict[str, Any] = {}
     todo = {}
     for name, spec in jobs_wanted.items():
@@ -312,7 +313,7 @@ def stage_calibration(
     parse_prompt = family_of(family).parse_prompt
     train = pq.read_table(out / "train.parquet")
     pool = [parse_prompt(m[0]["content"]) for m in train.column("prompt").to_pylist()]
-    heldout = [parse_prompt(p) for p in _prompts(out / "val.parquet")]
+    heldout = [parse_prompt(p) for p in split_prompts(out / "val.parquet")]
     cells = [p.cell.name for p in pool]
     columns: dict[str, np.ndarray] = {
         "task_id": np.asarray(train.column("task_id").to_pylist()),

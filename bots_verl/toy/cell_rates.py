@@ -33,8 +33,7 @@ def cell_rates(data: Path, checkpoints: dict[str, Path], per_cell: int = 200, se
     Raises:
         ValueError: a checkpoint that is not one of this build's policy (:func:`bots_verl.toy.evaluate.load_actor`).
     """
-    import pyarrow.parquet as pq
-
+    from bots_verl.toy.build_stages import split_prompts
     from bots_verl.toy.evaluate import load_actor
     from bots_verl.toy.families import family_of
     from bots_verl.toy.likelihood import answer_stats, load_model
@@ -42,11 +41,7 @@ def cell_rates(data: Path, checkpoints: dict[str, Path], per_cell: int = 200, se
 
     manifest = json.loads((data / "manifest.json").read_text())
     family = family_of(manifest.get("family", "arith"))
-    taken = {
-        row[0]["content"]
-        for split in ("train_files", "val_files")
-        for row in pq.read_table(manifest["artifacts"][split], columns=["prompt"]).column("prompt").to_pylist()
-    }
+    taken = {q for split in ("train_files", "val_files") for q in split_prompts(Path(manifest["artifacts"][split]))}
     rng = np.random.default_rng(seed)
     fresh: dict[str, list] = {}
     for cell in family.cells:

@@ -30,7 +30,6 @@ The profiles are in :mod:`bots_verl.toy.build_profiles`, the stages in :mod:`bot
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import shutil
@@ -60,7 +59,7 @@ from bots_verl.toy.build_stages import (
 )
 from bots_verl.toy.families import FAMILIES, family_of
 from bots_verl.toy.similarity_inputs import manifest_artifacts
-from bots_verl.toy.warmup import WarmupSpec
+from bots_verl.toy.warmup import WarmupSpec, is_done
 
 __all__ = ["main", "prepare", "shipped_artifacts"]
 
@@ -90,8 +89,11 @@ def _differs_from(shipped: Path, data_settings: dict[str, Any], specs: Mapping[s
         if made.get("settings", {}).get(key) != value
     ]
     for name, spec in specs.items():
-        warmup = read_json(shipped / "models" / name / "warmup.json") or {}
-        if warmup.get("spec") != json.loads(json.dumps(spec.to_dict())):
+        try:
+            done = is_done(shipped / "models" / name, spec)
+        except ValueError:  # a finished warm-up of another spec
+            done = False
+        if not done:
             differs.append(f"another {name} warm-up")
     return ", ".join(differs) or None
 

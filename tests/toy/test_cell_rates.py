@@ -5,11 +5,12 @@ checkpoint's apart from the starting policy's."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from bots_verl.toy.arms import PROFILES
+from bots_verl.toy.build_stages import split_prompts
 from bots_verl.toy.cell_rates import cell_rates, main
 from bots_verl.toy.evaluate import load_actor
 from bots_verl.toy.likelihood import answer_stats, load_model
@@ -22,11 +23,7 @@ def test_fresh_tasks_and_each_models_rates(bench, capsys) -> None:
     ckpt = root / "runs" / "bots_s0" / "ckpt" / f"global_step_{PROFILES['ci'].steps}"
     result = cell_rates(data, {"bots": ckpt}, per_cell=30)
     manifest = json.loads((data / "manifest.json").read_text())
-    taken = {
-        row[0]["content"]
-        for split in ("train_files", "val_files")
-        for row in pq.read_table(manifest["artifacts"][split], columns=["prompt"]).column("prompt").to_pylist()
-    }
+    taken = {q for split in ("train_files", "val_files") for q in split_prompts(Path(manifest["artifacts"][split]))}
     measured = result["rates"]
     assert len(measured) >= 10
     for cell, prompts in result["tasks"].items():
