@@ -332,13 +332,13 @@ def test_single_replica_client_asks_the_balancer_once_and_returns_what_verls_cli
         )
         return sorted((tuple(p), tuple(o.token_ids)) for p, o in zip(prompts, outputs, strict=True))
 
-    def run(wrap: bool, replicas: int):
-        servers = [
-            ray.remote(HFRolloutServer).options(num_cpus=0, max_concurrency=1000).remote(settings)
-            for _ in range(replicas)
-        ]
-        ray.get([server.ready.remote() for server in servers])
-        balancer = _counting_balancer({f"s{i}": server for i, server in enumerate(servers)})
+    # two fresh servers: each of the one-replica runs gets one (the same samples from the same weights and seed),
+    # the two-replica run then routes over both (it checks the routing, not the samples)
+    servers = [ray.remote(HFRolloutServer).options(num_cpus=0, max_concurrency=1000).remote(settings) for _ in "ab"]
+    ray.get([server.ready.remote() for server in servers])
+
+    def run(wrap: bool, replicas: list):
+        balancer = _counting_balancer({f"s{i}": server for i, server in enumerate(replicas)})
         client = LLMServerClient(config, load_balancer_handle=balancer)
         client.tokenizer = "the worker's tokenizer"  # an attribute the worker sets: carried over
         if wrap:
@@ -349,16 +349,19 @@ def test_single_replica_client_asks_the_balancer_once_and_returns_what_verls_cli
             time.sleep(0.5)  # verl's release is fire-and-forget
             return answers, ray.get(balancer.counts.remote())
         finally:
-            for actor in [*servers, balancer]:
-                ray.kill(actor)
+            ray.kill(balancer)
 
-    verl_answers, verl_counts = run(wrap=False, replicas=1)
-    ours_answers, ours_counts = run(wrap=True, replicas=1)
-    # the same samples (a fresh server with the same weights and seed), the balancer asked once instead of per request
-    assert ours_answers == verl_answers and len({a[1] for a in verl_answers}) > 3
-    assert verl_counts == (len(prompts), 0)
-    assert ours_counts == (1, 0)
-    # two replicas: every request is routed by the balancer (one more acquisition, the probe's), none left in flight
-    two_answers, two_counts = run(wrap=True, replicas=2)
-    assert len(two_answers) == len(prompts)
-    assert two_counts == (len(prompts) + 1, 0)
+    try:
+        verl_answers, verl_counts = run(wrap=False, replicas=servers[:1])
+        ours_answers, ours_counts = run(wrap=True, replicas=servers[1:])
+        # the same samples (a fresh server with the same weights and seed), the balancer asked once, not per request
+        assert ours_answers == verl_answers and len({a[1] for a in verl_answers}) > 3
+        assert verl_counts == (len(prompts), 0)
+        assert ours_counts == (1, 0)
+        # two replicas: every request is routed by the balancer (one more acquisition, the probe's), none in flight
+        two_answers, two_counts = run(wrap=True, replicas=servers)
+        assert len(two_answers) == len(prompts)
+        assert two_counts == (len(prompts) + 1, 0)
+    finally:
+        for server in servers:
+            ray.kill(server)
