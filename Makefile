@@ -66,8 +66,9 @@ system-deps:
 	bubblewrap) to run the code-reward sandbox tests"; }
 
 # Two pytest-xdist workers: a real fit() keeps about one core busy (most of it verl's imports in a dozen processes), so
-# two at a time fill a 2-core box (three were no faster: the suite took 1,181 s against 1,064-1,167 s with two, fresh
-# clones of 331d89b). Each worker takes whole test modules (tests/conftest.py), so a module's shared runs train once.
+# two at a time fill a 2-core box (three were no faster, fresh clones: the suite took 1,181 s with three at 331d89b,
+# 1,064 and 1,167 s with two at 06d57a8 and 1b51f56). Each worker takes whole test modules (tests/conftest.py), so a
+# module's shared runs train once.
 # TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
 test: install-test lint typecheck system-deps
