@@ -1,6 +1,7 @@
 """The paper's Table 1 on the toy testbed, by one command: every task family's benchmark, then the table.
 
 ``python -m bots_verl.toy.table1 --out runs/toy_table1 [--families arith code logic] [--no-train]``
+(or ``--summarize-finished``)
 
 1. For each family (:mod:`bots_verl.toy.families`), the ``table1`` benchmark profile of that family
    (:data:`bots_verl.toy.arms.TABLE1_PROFILES`: the paper's five methods, 8 seeds) in ``<out>/<family>``, through
@@ -13,7 +14,9 @@
    domain on BOTS against Random, written to ``<out>/table1.md``.
 
 ``--no-train`` trains nothing: it refuses, naming them, when a family's runs are missing, and checks the finished ones
-against the profile as a training run would.
+against the profile as a training run would. ``--summarize-finished`` trains nothing either and renders the table from
+the runs that have finished (a grid still under way: the title counts the runs it holds and those it lacks, per
+family), as the benchmark's own ``--summarize-finished`` does for one family.
 """
 
 from __future__ import annotations
@@ -58,22 +61,38 @@ def missing_runs(profile: BenchmarkProfile, root: Path) -> list[str]:
     ]
 
 
-def render(out: Path, families: list[str]) -> Path:
+def render(out: Path, families: list[str], finished_only: bool = False) -> Path:
     """``<out>/table1.md`` from the families' planned runs (``python -m analysis.table1``); returns its path.
 
+    Args:
+        out: the root of the families' folders (``<out>/<family>``).
+        families: the families, one column group each, in this order.
+        finished_only: tabulate the finished runs only, the title counting them against the plan (the caller checked
+            the folders: :func:`missing_runs`); else every planned run, all of which must have finished.
+
     Raises:
-        RuntimeError: the analysis failed (its own ``error:`` line in the message).
+        RuntimeError: the analysis failed (its own ``error:`` line in the message); ``finished_only`` and a family
+            without a finished run.
     """
     cmd = [sys.executable, "-m", "analysis.table1", "--model", TOY_MODEL]
+    held: list[str] = []
     for family in families:
         cmd += ["--metric", f"{FAMILY_DOMAINS[family]}={family_heldout_metric(family)}"]
         profile = profile_of("table1", family)
-        runs = [str(run_dir_of(out / family, a, s) / "run") for a, s in planned_runs(profile)]
-        cmd += ["--domain", FAMILY_DOMAINS[family], *runs]
+        plan = planned_runs(profile)
+        if finished_only:
+            plan = [(a, s) for a, s in plan if finished_record(run_dir_of(out / family, a, s), profile.steps_of(a))]
+            if not plan:
+                raise RuntimeError(f"no finished run of the {family} family in {out / family / 'runs'}")
+        held.append(f"{family} {len(plan)} of {len(planned_runs(profile))}")
+        cmd += ["--domain", FAMILY_DOMAINS[family], *[str(run_dir_of(out / family, a, s) / "run") for a, s in plan]]
         if RUN_LOG_DOMAINS[family] != FAMILY_DOMAINS[family]:
             cmd += ["--read-as", f"{RUN_LOG_DOMAINS[family]}={FAMILY_DOMAINS[family]}"]
     shown = ", ".join(f"{f} as {FAMILY_DOMAINS[f]}" for f in families)
-    cmd += ["--title", f"Table 1 on the toy testbed ({shown})", "--out", str(out / "table1.md")]
+    title = f"Table 1 on the toy testbed ({shown})"
+    if finished_only:
+        title += f": the finished runs only ({', '.join(held)} planned runs)"
+    cmd += ["--title", title, "--out", str(out / "table1.md")]
     run_analysis(cmd, "Table 1")
     return out / "table1.md"
 
@@ -90,8 +109,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="train nothing: render the table from finished runs, refusing when any is missing",
     )
+    parser.add_argument(
+        "--summarize-finished",
+        action="store_true",
+        help="train nothing: render the table from the runs that have finished, counting those still missing",
+    )
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per training process")
     args = parser.parse_args(argv)
+    if args.no_train and args.summarize_finished:
+        parser.error("--no-train and --summarize-finished: give one")
     families = list(dict.fromkeys(args.families))
     out = Path(args.out).resolve()
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
@@ -99,7 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for family in families:  # every family's settings before any family trains
             check_profile(profile_of("table1", family))
-        if args.no_train:
+        if args.summarize_finished:
+            for family in families:  # the folders' builds and finished runs checked as for training
+                missing_runs(profile_of("table1", family), out / family)
+        elif args.no_train:
             missing = {f: missing_runs(profile_of("table1", f), out / f) for f in families}
             missing = {f: names for f, names in missing.items() if names}
             if missing:
@@ -114,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             for family in families:
                 logger.info("Table 1, family %s: training what is missing in %s", family, out / family)
                 run_benchmark(profile_of("table1", family), out / family, timeout=args.timeout)
-        path = render(out, families)
+        path = render(out, families, finished_only=args.summarize_finished)
     except (RuntimeError, ValueError, subprocess.CalledProcessError) as exc:
         print(f"toy table1 failed: {exc}", file=sys.stderr)
         return 1

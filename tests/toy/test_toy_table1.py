@@ -1,14 +1,15 @@
 """Issue 60: the paper's Table 1 on the toy testbed. The arms ``bots_mopps`` and ``bots_dots`` run what the recipes'
 labels mean (one definition, ``runlog.METHODS``); the ``table1`` profile of arithmetic reuses the archived runs of the
 ``full`` profile (only the two new arms are planned); a family's runs are reused only by a benchmark of that family;
-``--no-train`` refuses while runs are missing, naming them. No training: archived runs of seed 0 on a copy of the
-shipped build; a training process that starts fails the test."""
+``--no-train`` refuses while runs are missing, naming them, and ``--summarize-finished`` tabulates the finished ones.
+No training: archived runs of seed 0 on a copy of the shipped build; a training process that starts fails the test."""
 
 from __future__ import annotations
 
 import dataclasses
 import importlib.util
 import json
+import shutil
 import subprocess
 import tarfile
 from pathlib import Path
@@ -151,3 +152,40 @@ def test_a_family_without_its_build_is_refused_before_any_family_trains(
     assert table1.main(["--out", str(tmp_path), "--families", "arith", "code"]) == 1
     assert "--family code of --profile table1: the code family has no 'quick' build profile" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture
+def five_methods_s0(archived: Path, tmp_path: Path) -> Path:
+    """A copy of ``archived`` with seed 0's archived ``bots_mopps`` and ``bots_dots`` runs added: seed 0 of the five
+    methods finished, 35 of the 40 planned runs still to train."""
+    root = tmp_path / "arith"
+    shutil.copytree(archived, root, symlinks=True)
+    for archive in ("table1/arith/runs_bots_mopps_s0-5", "table1/arith/runs_bots_dots_s0-4"):
+        with tarfile.open(RESULTS / f"{archive}.tar.gz") as tar:
+            members = [m for m in tar.getmembers() if m.name.split("/")[1:2] in (["bots_mopps_s0"], ["bots_dots_s0"])]
+            tar.extractall(root, members=members, filter="data")
+    return root
+
+
+def test_summarize_finished_tabulates_the_finished_runs_and_counts_the_rest(
+    five_methods_s0: Path, capsys, no_training
+) -> None:
+    """A grid under way: the table holds the finished runs (seed 0 of the five methods, one seed each), its title
+    counts them against the 40 planned, and the table is the one ``--no-train`` would render from them."""
+    out = five_methods_s0.parent
+    assert table1.main(["--out", str(out), "--families", "arith", "--summarize-finished"]) == 0
+    text = (out / "table1.md").read_text()
+    assert text.startswith(
+        "# Table 1 on the toy testbed (arith as math): the finished runs only (arith 5 of 40 planned "
+    )
+    assert "seeds: Random 1, Offline (easy→hard) 1, BOTS-MoPPS 1, BOTS-DOTS 1, BOTS 1." in text
+    assert table1.main(["--out", str(out), "--families", "arith", "--no-train"]) == 1  # 35 runs still missing
+    with pytest.raises(SystemExit):
+        table1.main(["--out", str(out), "--families", "arith", "--summarize-finished", "--no-train"])
+    assert "--no-train and --summarize-finished: give one" in capsys.readouterr().err
+
+
+def test_summarize_finished_refuses_a_family_without_a_finished_run(tmp_path: Path, capsys, no_training) -> None:
+    assert table1.main(["--out", str(tmp_path), "--families", "logic", "--summarize-finished"]) == 1
+    assert "toy table1 failed: no finished run of the logic family in" in capsys.readouterr().err
+    assert not (tmp_path / "table1.md").exists()
