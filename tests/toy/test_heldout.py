@@ -198,14 +198,16 @@ def _policy_with_two_spellings(model_dir: Path, problems: list) -> None:
     config = LlamaConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                          intermediate_size=64, max_position_embeddings=96, tie_word_embeddings=True)  # fmt: skip
     model = LlamaForCausalLM(config)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    # lr 3e-3 for 300 steps, not 1e-2 for 150: at 1e-2 the fit depends on the CPU's float kernels (on an AVX-512
+    # machine it stalled at loss 0.12 and wrote neither spelling); this one ends near the split's floor on both.
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
 
     class Row:
         def __init__(self, prompt: str, answer: str) -> None:
             self.prompt, self.answer = prompt, answer
 
     rows = [Row(p.prompt, p.answer) for p in problems] + [Row(p.prompt, p.answer.replace("]", ",]")) for p in problems]
-    for _ in range(150):
+    for _ in range(300):
         input_ids, mask, labels = pad_batch(rows, vocab)
         loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
         optimizer.zero_grad()
@@ -296,7 +298,7 @@ def test_a_step_failing_in_a_worker_process_keeps_the_lines_before_it(tmp_path, 
 
 def test_arithmetic_evaluation_reproduces_an_archived_run_exactly(tmp_path) -> None:
     """Arithmetic keeps its exact path and keys: the shipped full build's policy evaluates (step 0, no run seed or
-    build budget read) to the accuracies the archived full benchmark's runs logged at step 0."""
+    build budget read) to the accuracies the archived full benchmark's runs logged at step 0 (to 1e-6: the CPU's)."""
     from bots_verl.toy.tasks import parse_prompt
 
     build = ROOT / "recipes" / "toy" / "artifacts" / "full_s0"
@@ -313,8 +315,10 @@ def test_arithmetic_evaluation_reproduces_an_archived_run_exactly(tmp_path) -> N
     assert heldout_metric(build / "models" / "policy") == TOY_EXACT_METRIC
     line = json.loads((run_dir / runlog.METRICS_FILE).read_text())
     assert line["step"] == 0 and list(line["data"]) == [TOY_EXACT_METRIC, TOY_GREEDY_METRIC, TOY_POOL_METRIC]
-    assert logged[0][TOY_EXACT_METRIC] == pytest.approx(archived["accuracy"]["0"], abs=1e-12)
-    assert logged[0][TOY_POOL_METRIC] == pytest.approx(archived["pool_accuracy"]["0"], abs=1e-12)
+    # 1e-6, not bit-exact: another CPU's float32 kernels move these means in the 8th digit (an AVX-512 machine:
+    # 0.1211446438 against the archive's 0.1211446341); another path or key would miss by far more
+    assert logged[0][TOY_EXACT_METRIC] == pytest.approx(archived["accuracy"]["0"], abs=1e-6)
+    assert logged[0][TOY_POOL_METRIC] == pytest.approx(archived["pool_accuracy"]["0"], abs=1e-6)
 
 
 @pytest.mark.parametrize("build", ["full_s0", "full_s2"])
