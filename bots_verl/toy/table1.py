@@ -79,12 +79,12 @@ def render(out: Path, families: list[str], finished_only: bool = False) -> Path:
     for family in families:
         cmd += ["--metric", f"{FAMILY_DOMAINS[family]}={family_heldout_metric(family)}"]
         profile = profile_of("table1", family)
-        plan = planned_runs(profile)
+        planned = plan = planned_runs(profile)
         if finished_only:
-            plan = [(a, s) for a, s in plan if finished_record(run_dir_of(out / family, a, s), profile.steps_of(a))]
+            plan = [(a, s) for a, s in planned if finished_record(run_dir_of(out / family, a, s), profile.steps_of(a))]
             if not plan:
                 raise RuntimeError(f"no finished run of the {family} family in {out / family / 'runs'}")
-        held.append(f"{family} {len(plan)} of {len(planned_runs(profile))}")
+        held.append(f"{family} {len(plan)} of {len(planned)}")
         cmd += ["--domain", FAMILY_DOMAINS[family], *[str(run_dir_of(out / family, a, s) / "run") for a, s in plan]]
         if RUN_LOG_DOMAINS[family] != FAMILY_DOMAINS[family]:
             cmd += ["--read-as", f"{RUN_LOG_DOMAINS[family]}={FAMILY_DOMAINS[family]}"]
