@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from bots_verl.toy.calibrate import per_cell
+
 __all__ = ["cell_selections", "main"]
 
 
@@ -52,21 +54,22 @@ def cell_selections(data: Path, checkpoints: dict[str, list[Path]]) -> list[dict
         if total.sum() == 0:
             raise ValueError(f"{label}: its checkpoints record no selection")
         picks[label] = total / total.sum()
-    rows = []
-    for cell in dict.fromkeys(cells.tolist()):
-        mask = cells == cell
-        rows.append(
-            {
-                "cell": cell,
-                "tasks": int(mask.sum()),
-                "start_pass_rate": float(references["policy_exact_pass_rate"][mask].mean()),
-                "weak": float(references["toy_weak_pass_rate"][mask].mean()),
-                "strong": float(references["toy_strong_pass_rate"][mask].mean()),
-                "heldout_share": heldout.count(cell) / len(heldout),
-                "shares": {label: float(share[mask].sum()) for label, share in picks.items()},
-            }
-        )
-    return rows
+    # the calibration's columns, under the names the rows give them
+    columns = {
+        "start_pass_rate": "policy_exact_pass_rate",
+        "weak": "toy_weak_pass_rate",
+        "strong": "toy_strong_pass_rate",
+    }
+    means = per_cell(cells, {name: references[column].to_numpy() for name, column in columns.items()})
+    return [
+        {
+            "cell": cell,
+            **means[cell],
+            "heldout_share": heldout.count(cell) / len(heldout),
+            "shares": {label: float(share[cells == cell].sum()) for label, share in picks.items()},
+        }
+        for cell in dict.fromkeys(cells.tolist())
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
